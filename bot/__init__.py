@@ -1,0 +1,1 @@
+"""The GitHub side: webhooks, tasks, publishing, and the command line."""

@@ -1,0 +1,165 @@
+"""``kernelize``: the command line.
+
+Exit codes: 0 when the run completed (whatever the verdicts), 2 for a user
+error (one line on stderr, no traceback), 1 for an internal failure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import traceback
+from pathlib import Path
+from typing import NoReturn
+
+USER_ERROR, INTERNAL_ERROR = 2, 1
+
+
+class UserError(Exception):
+    """Something the user can fix; the message is the whole story."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UserError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kernelize", description="Verified, timed Triton kernels for PyTorch modules.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="generate, verify and time Triton candidates for modules")
+    run.add_argument("targets", nargs="+", metavar="TARGET", help="path/to/file.py or path/to/file.py::Class")
+    run.add_argument("--generator", action="append", dest="generators", metavar="NAME",
+                     help="candidate generator (repeatable; default: files)")
+    run.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
+    run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    run.add_argument("--config", metavar="FILE", help="repository config (.github/kernelize.yml format)")
+    run.add_argument("--samples", type=int, default=4, help="candidates asked of each sampling generator")
+    run.add_argument("--min-speedup", type=float, default=1.05, help="a speedup must reach this (default 1.05)")
+    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
+    run.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
+    run.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    run.add_argument("--json", metavar="PATH", help="write the JSON report here")
+    run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
+    run.add_argument("--quiet", action="store_true", help="no progress lines")
+    return parser
+
+
+def _split_target(target: str) -> tuple[str, str | None]:
+    path, sep, cls = target.partition("::")
+    if sep and not cls.isidentifier():
+        raise UserError(f"{target}: '{cls}' is not a class name")
+    return path, (cls or None)
+
+
+def _root_for(config: str | None) -> Path:
+    """Config keys are relative to the repository: the folder above ``.github``, else the cwd."""
+    if config:
+        parent = Path(config).resolve().parent
+        if parent.name == ".github":
+            return parent.parent
+    return Path.cwd()
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from runners import pipeline, render
+    from runners.discover import DiscoveryError
+    from runners.generators import GeneratorError, make_generator
+    from runners.inputs import ConfigError, load_module_entries
+    from runners.results import RunReport, to_dict
+
+    if args.samples < 1:
+        raise UserError(f"--samples must be at least 1, got {args.samples}")
+    if args.min_speedup <= 0:
+        raise UserError(f"--min-speedup must be positive, got {args.min_speedup}")
+    if args.timeout <= 0 or args.memory <= 0:
+        raise UserError("--timeout and --memory must be positive")
+    for out in (args.json, args.markdown):
+        if out and not Path(out).resolve().parent.is_dir():
+            raise UserError(f"{out}: the folder does not exist")
+
+    try:
+        entries = load_module_entries(args.config) if args.config else {}
+    except ConfigError as exc:
+        raise UserError(str(exc)) from None
+    root = _root_for(args.config)
+
+    problems = []
+    for target in args.targets:
+        path, cls = _split_target(target)
+        if not Path(path).is_file():
+            raise UserError(f"{path}: no such file")
+        if not path.endswith(".py"):
+            raise UserError(f"{path}: not a Python file")
+        try:
+            found, modules = pipeline.problems_for(path, str(root), cls, entries)
+        except DiscoveryError as exc:
+            raise UserError(str(exc)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"{path}: cannot read: {exc}") from None
+        if not modules:
+            raise UserError(f"{path}: no nn.Module class found")
+        if not found:
+            names = ", ".join(m.name for m in modules)
+            raise UserError(f"{path}: no nn.Module class named {cls} (found: {names})")
+        problems += found
+
+    device = _device(args.device)
+    try:
+        generators = [make_generator(name, {"candidates": args.candidates})
+                      for name in (args.generators or ["files"])]
+    except GeneratorError as exc:
+        raise UserError(str(exc)) from None
+
+    settings = pipeline.Settings(device=device, timeout_s=args.timeout, memory_mb=args.memory,
+                                 min_speedup=args.min_speedup, samples=args.samples,
+                                 compile_baseline=not args.no_compile)
+    progress = (lambda _: None) if args.quiet else (lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True))
+    report = RunReport(device=pipeline.describe_device(device), min_speedup=args.min_speedup)
+    for problem in problems:
+        report.modules.append(pipeline.kernelize(problem, generators, settings, progress))
+
+    if args.json:
+        Path(args.json).write_text(json.dumps(to_dict(report), indent=2) + "\n", encoding="utf-8")
+    if args.markdown:
+        Path(args.markdown).write_text(render.markdown(report), encoding="utf-8")
+    print(render.text_table(report))
+    built = [m for m in report.modules if m.status != "skipped"]
+    if not built:
+        first = report.modules[0]
+        print(f"\nTo make {first.target} buildable:\n\n{first.snippet}")
+        raise UserError(f"{first.target}: inputs cannot be built: {first.reason}")
+    return 0
+
+
+def _device(choice: str) -> str:
+    import torch
+
+    if choice == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if choice == "cuda" and not torch.cuda.is_available():
+        raise UserError("--device cuda: no CUDA device is available")
+    return choice
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command == "run":
+            return cmd_run(args)
+        raise UserError(f"unknown command {args.command}")
+    except UserError as exc:
+        print(f"kernelize: error: {exc}", file=sys.stderr)
+        return USER_ERROR
+    except KeyboardInterrupt:
+        print("kernelize: interrupted", file=sys.stderr)
+        return 130
+    except Exception:
+        print("kernelize: internal error (please report this):", file=sys.stderr)
+        traceback.print_exc()
+        return INTERNAL_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

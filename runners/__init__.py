@@ -1,0 +1,1 @@
+"""The kernel engine: find modules, generate Triton candidates, verify and time them."""

@@ -1,0 +1,366 @@
+"""How to build a module and its inputs.
+
+Three sources, tried in order inside the sandbox (building runs the module's
+own code): the KernelBench convention (``get_init_inputs()`` and
+``get_inputs()`` in the module's file), an entry in the repository config
+(``modules:`` keyed by ``path::Class``), then guarded guesses from the
+constructor signature and common argument names. When nothing works the
+report says why and shows what to add.
+
+A *spec* is JSON: ``{"tensor": {"shape": [...], "dtype": ..., "dist": ...,
+"low": ..., "high": ...}}`` for a tensor drawn fresh for every seed, or
+``{"value": x}`` for anything else. The helpers that need torch import it
+lazily so configs can be parsed without it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import yaml
+
+if TYPE_CHECKING:
+    import torch
+
+Spec = dict[str, Any]
+
+FLOAT_DTYPES = ("float32", "float16", "bfloat16", "float64")
+INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
+DTYPES = (*FLOAT_DTYPES, *INT_DTYPES, "bool")
+
+
+class ConfigError(ValueError):
+    """The config file is wrong; the message names the file and the key."""
+
+
+# ---------------------------------------------------------------------------
+# Config: the ``modules:`` section of .github/kernelize.yml
+
+
+@dataclass
+class ModuleEntry:
+    """A config entry: how to build one module."""
+
+    init_args: list[Spec] = field(default_factory=list)
+    init_kwargs: dict[str, Spec] = field(default_factory=dict)
+    inputs: list[Spec] = field(default_factory=list)
+
+
+def _tensor_spec(raw: dict[str, Any], where: str) -> Spec:
+    unknown = set(raw) - {"shape", "dtype", "range"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected shape, dtype, range)")
+    shape = raw.get("shape")
+    if not isinstance(shape, list) or not all(isinstance(s, int) and s > 0 for s in shape):
+        raise ConfigError(f"{where}.shape: expected a list of positive integers, got {shape!r}")
+    dtype = raw.get("dtype", "float32")
+    if dtype not in DTYPES:
+        raise ConfigError(f"{where}.dtype: {dtype!r} is not one of {', '.join(DTYPES)}")
+    rng = raw.get("range")
+    spec: dict[str, Any] = {"shape": shape, "dtype": dtype}
+    if rng is not None:
+        ok = (
+            isinstance(rng, list)
+            and len(rng) == 2
+            and all(isinstance(v, int | float) for v in rng)
+            and rng[0] < rng[1]
+        )
+        if not ok:
+            raise ConfigError(f"{where}.range: expected [low, high] with low < high, got {rng!r}")
+        spec["low"], spec["high"] = rng
+    if dtype in INT_DTYPES:
+        if rng is None:
+            raise ConfigError(f"{where}.range: integer inputs need a range [low, high)")
+        spec["dist"] = "randint"
+    elif dtype == "bool":
+        spec["dist"] = "bool"
+    else:
+        spec["dist"] = "uniform" if rng is not None else "normal"
+    return {"tensor": spec}
+
+
+def _value_or_tensor(raw: Any, where: str) -> Spec:
+    if isinstance(raw, dict) and "shape" in raw:
+        return _tensor_spec(raw, where)
+    if isinstance(raw, dict) and set(raw) == {"value"}:
+        return {"value": raw["value"]}
+    return {"value": raw}
+
+
+def parse_module_entry(raw: Any, where: str) -> ModuleEntry:
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: expected a mapping with init and inputs")
+    unknown = set(raw) - {"init", "inputs"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected init, inputs)")
+    entry = ModuleEntry()
+    init = raw.get("init", [])
+    if isinstance(init, list):
+        entry.init_args = [_value_or_tensor(v, f"{where}.init[{i}]") for i, v in enumerate(init)]
+    elif isinstance(init, dict):
+        bad = set(init) - {"args", "kwargs"}
+        if bad:
+            raise ConfigError(f"{where}.init: unknown key {sorted(bad)[0]!r} (expected args, kwargs)")
+        args, kwargs = init.get("args", []), init.get("kwargs", {})
+        if not isinstance(args, list) or not isinstance(kwargs, dict):
+            raise ConfigError(f"{where}.init: args must be a list and kwargs a mapping")
+        entry.init_args = [_value_or_tensor(v, f"{where}.init.args[{i}]") for i, v in enumerate(args)]
+        entry.init_kwargs = {
+            str(k): _value_or_tensor(v, f"{where}.init.kwargs.{k}") for k, v in kwargs.items()
+        }
+    else:
+        raise ConfigError(f"{where}.init: expected a list of arguments or {{args, kwargs}}")
+    inputs = raw.get("inputs")
+    if not isinstance(inputs, list) or not inputs:
+        raise ConfigError(f"{where}.inputs: expected a non-empty list of input specs")
+    entry.inputs = [_value_or_tensor(v, f"{where}.inputs[{i}]") for i, v in enumerate(inputs)]
+    return entry
+
+
+def load_module_entries(path: str, text: str | None = None) -> dict[str, ModuleEntry]:
+    """The ``modules:`` section of a config file, validated. Keys are ``path::Class``."""
+    if text is None:
+        try:
+            with open(path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        data = yaml.safe_load(text) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        line = f":{mark.line + 1}" if mark else ""
+        raise ConfigError(f"{path}{line}: not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: expected a mapping at the top level")
+    modules = data.get("modules", {}) or {}
+    if not isinstance(modules, dict):
+        raise ConfigError(f"{path}: modules: expected a mapping of 'path::Class' to entries")
+    entries = {}
+    for key, raw in modules.items():
+        if not isinstance(key, str) or "::" not in key:
+            raise ConfigError(f"{path}: modules: key {key!r} must look like 'path/to/file.py::Class'")
+        entries[key] = parse_module_entry(raw, f"{path}: modules.{key}")
+    return entries
+
+
+def match_entry(entries: dict[str, ModuleEntry], rel_path: str, class_name: str) -> ModuleEntry | None:
+    """The entry for ``rel_path::class_name``; a key may name the path relative to any parent."""
+    rel = rel_path.replace("\\", "/").lstrip("./")
+    for key, entry in entries.items():
+        path, _, cls = key.rpartition("::")
+        path = path.replace("\\", "/").lstrip("./")
+        if cls == class_name and (rel == path or rel.endswith("/" + path)):
+            return entry
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Specs to values (inside the sandbox)
+
+
+def make_value(spec: Spec, gen: torch.Generator, device: str) -> Any:
+    import torch
+
+    if "value" in spec:
+        return spec["value"]
+    t = spec["tensor"]
+    shape, dtype = t["shape"], getattr(torch, t["dtype"])
+    dist = t.get("dist", "normal")
+    if dist == "randint":
+        out = torch.randint(int(t["low"]), int(t["high"]), shape, generator=gen, dtype=dtype)
+    elif dist == "bool":
+        out = torch.rand(shape, generator=gen) < 0.5
+    elif dist == "uniform":
+        low, high = float(t.get("low", 0.0)), float(t.get("high", 1.0))
+        out = (torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low).to(dtype)
+    else:
+        out = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
+    return out.to(device)
+
+
+def make_values(specs: list[Spec], seed: int, device: str) -> list[Any]:
+    import torch
+
+    gen = torch.Generator().manual_seed(seed)
+    return [make_value(s, gen, device) for s in specs]
+
+
+def infer_spec(value: Any) -> Spec:
+    """A spec that draws values like ``value`` (a tensor from ``get_inputs()``, say)."""
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        return {"value": value}
+    dtype = str(value.dtype).removeprefix("torch.")
+    spec: dict[str, Any] = {"shape": list(value.shape), "dtype": dtype}
+    if value.dtype == torch.bool:
+        spec["dist"] = "bool"
+    elif not value.is_floating_point():
+        lo = int(value.min()) if value.numel() else 0
+        hi = int(value.max()) + 1 if value.numel() else 1
+        spec.update(dist="randint", low=lo, high=max(hi, lo + 1))
+    elif value.numel() and float(value.min()) >= 0:
+        # rand()-style inputs (probabilities, log arguments) stay positive.
+        spec.update(dist="uniform", low=0.0, high=max(1.0, float(value.max())))
+    else:
+        spec["dist"] = "normal"
+    return {"tensor": spec}
+
+
+def tensor_shapes(specs: list[Spec]) -> list[list[int]]:
+    return [list(s["tensor"]["shape"]) for s in specs if "tensor" in s]
+
+
+def odd_size(v: int) -> int:
+    """Another size for a dimension of ``v``: odd, and different (64 -> 97, 2 -> 3)."""
+    return (v + v // 2) | 1
+
+
+def shape_variants(specs: list[Spec]) -> list[list[Spec]]:
+    """Input specs at other sizes, to catch kernels with the example's shape baked in.
+
+    First the batch doubled, then each distinct size replaced everywhere by an
+    odd one (so inputs that share a size keep agreeing). The caller keeps the
+    variants the reference module accepts.
+    """
+    shapes = tensor_shapes(specs)
+    if not shapes:
+        return []
+    sizes: list[int] = []
+    for shape in shapes:  # last dims first: they are where mask bugs hide
+        for s in reversed(shape):
+            if s > 1 and s not in sizes:
+                sizes.append(s)
+    subs: list[dict[int, int]] = []
+    if shapes[0] and shapes[0][0] > 0:
+        subs.append({shapes[0][0]: shapes[0][0] * 2})
+    subs.extend({s: odd_size(s)} for s in sizes)
+    variants = []
+    for sub in subs:
+        variant = []
+        for spec in specs:
+            if "tensor" in spec:
+                t = dict(spec["tensor"])
+                t["shape"] = [sub.get(s, s) for s in t["shape"]]
+                variant.append({"tensor": t})
+            else:
+                variant.append(spec)
+        if tensor_shapes(variant) != shapes:
+            variants.append(variant)
+    return variants
+
+
+# ---------------------------------------------------------------------------
+# Guarded guesses
+
+_INT_GUESSES = {
+    64: (
+        "in_features out_features in_channels out_channels dim d_model hidden_size hidden_dim "
+        "embed_dim embedding_dim n_embd features num_features channels input_size output_size "
+        "intermediate_size ffn_dim d_ff in_dim out_dim input_dim output_dim emb_dim "
+        "normalized_shape size width n_state"
+    ),
+    4: "num_heads n_heads n_head heads num_attention_heads num_groups",
+    3: "kernel_size",
+    1: "stride",
+    128: "num_embeddings vocab_size max_len max_seq_len block_size seq_len",
+    10: "num_classes",
+    2: "num_layers n_layers depth",
+}
+_NAME_GUESSES: dict[str, Any] = {n: v for v, names in _INT_GUESSES.items() for n in names.split()}
+_NAME_GUESSES.update(
+    eps=1e-5, p=0.0, dropout=0.0, dropout_p=0.0, bias=True, scale=1.0, alpha=1.0, beta=1.0,
+    negative_slope=0.01, padding=1, dilation=1, groups=1, inplace=False, affine=True,
+)
+_AXIS_NAMES = {"dim", "axis"}
+
+
+def guess_init_kwargs(cls: type) -> tuple[list[dict[str, Any]], str | None]:
+    """Constructor keyword sets to try, or the reason there are none."""
+    try:
+        sig = inspect.signature(cls)
+    except (TypeError, ValueError) as exc:
+        return [], f"cannot read the constructor signature: {exc}"
+    required = [
+        p
+        for p in sig.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
+    ]
+    unknown = [p.name for p in required if p.name not in _NAME_GUESSES]
+    if unknown:
+        return [], f"no safe guess for constructor argument {unknown[0]!r}"
+    base = {p.name: _NAME_GUESSES[p.name] for p in required}
+    options = [base]
+    if any(n in _AXIS_NAMES for n in base):  # `dim` is a size in a Linear, an axis in a softmax
+        options.append({n: (-1 if n in _AXIS_NAMES else v) for n, v in base.items()})
+    return options, None
+
+
+def guess_input_specs(module: torch.nn.Module, n_inputs: int, init_kwargs: dict[str, Any]) -> list[list[Spec]]:
+    """Forward inputs to try, shaped for the module's first layer."""
+    import torch.nn as nn
+
+    def t(shape: list[int], dtype: str = "float32", **kw: Any) -> Spec:
+        return {"tensor": {"shape": shape, "dtype": dtype, "dist": "normal", **kw}}
+
+    for sub in module.modules():
+        if isinstance(sub, nn.Embedding):
+            idx = t([2, 16], "int64", dist="randint", low=0, high=sub.num_embeddings)
+            return [[idx] * n_inputs]
+        if isinstance(sub, nn.Conv2d | nn.BatchNorm2d | nn.ConvTranspose2d):
+            c = sub.in_channels if isinstance(sub, nn.Conv2d | nn.ConvTranspose2d) else sub.num_features
+            return [[t([2, c, 16, 16])] * n_inputs]
+        if isinstance(sub, nn.Conv1d | nn.BatchNorm1d):
+            c = sub.in_channels if isinstance(sub, nn.Conv1d) else sub.num_features
+            return [[t([2, c, 32])] * n_inputs]
+        if isinstance(sub, nn.Linear):
+            f = sub.in_features
+            return [[t([2, 16, f])] * n_inputs, [t([8, f])] * n_inputs]
+        if isinstance(sub, nn.LayerNorm | nn.RMSNorm) and sub.normalized_shape:
+            return [[t([2, 16, *sub.normalized_shape])] * n_inputs]
+    sizes = [v for v in init_kwargs.values() if isinstance(v, int) and not isinstance(v, bool) and v >= 8]
+    f = sizes[0] if sizes else 64
+    return [[t(shape)] * n_inputs for shape in ([2, 16, f], [8, f], [2, 4, 16, f])]
+
+
+def forward_arity(module: torch.nn.Module) -> int:
+    """How many inputs ``forward`` requires (parameters without defaults)."""
+    sig = inspect.signature(module.forward)
+    return sum(
+        1
+        for p in sig.parameters.values()
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    )
+
+
+def guesses(cls: type) -> tuple[list[tuple[dict[str, Any], str]], str | None]:
+    """(init kwargs, why) pairs to try, or the reason no guess is safe."""
+    options, why_not = guess_init_kwargs(cls)
+    return [(o, "constructor guessed from argument names") for o in options], why_not
+
+
+def snippet(class_name: str, rel_path: str, init_params: tuple[str, ...], forward_params: tuple[str, ...]) -> str:
+    """What to paste to make a module buildable: KernelBench functions or a config entry."""
+    init = [p for p in init_params if not p.startswith("*")]
+    fwd = [p for p in forward_params if not p.startswith("*")] or ["x"]
+    init_args = ", ".join(f"{p}_value" for p in init)
+    tensors = ", ".join("torch.randn(8, 64)" for _ in fwd)
+    cfg_init = "[" + ", ".join(f"<{p}>" for p in init) + "]"
+    cfg_inputs = "\n".join(f"      - {{shape: [8, 64], dtype: float32}}  # {p}" for p in fwd)
+    return (
+        f"# in {rel_path}, next to {class_name} (KernelBench convention):\n"
+        f"def get_init_inputs():\n    return [{init_args}]  # constructor arguments\n\n"
+        f"def get_inputs():\n    return [{tensors}]  # forward({', '.join(fwd)})\n\n"
+        f"# or in .github/kernelize.yml:\n"
+        f"modules:\n  {rel_path}::{class_name}:\n    init: {cfg_init}\n    inputs:\n{cfg_inputs}\n"
+    )
+
+
+def product_limited(*iterables: list[Any], limit: int) -> list[tuple[Any, ...]]:
+    return list(itertools.islice(itertools.product(*iterables), limit))

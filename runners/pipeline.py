@@ -1,0 +1,254 @@
+"""``kernelize(problem, ...) -> ModuleReport``: plain Python, no Celery.
+
+Prepare the reference once (in a sandbox: building it runs the module's own
+code), ask each generator for candidates, evaluate each candidate in its own
+sandbox, and pick the best. The CLI and the queue tasks both call this.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runners import bench, sandbox
+from runners.discover import ModuleClass, find_modules
+from runners.generators.base import Candidate, Generator, GeneratorError, Problem
+from runners.inputs import ModuleEntry, snippet
+from runners.results import (
+    Baselines,
+    CandidateResult,
+    DeviceInfo,
+    ModuleReport,
+    Status,
+    TensorInfo,
+    Timing,
+    Verdict,
+)
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Settings:
+    device: str = "cpu"  # "cpu" (Triton interpreter, untimed) or "cuda"
+    timeout_s: float = 300.0  # per candidate
+    memory_mb: int = 8192
+    min_speedup: float = 1.05
+    samples: int = 4
+    compile_baseline: bool = True
+    python: str | None = None  # interpreter for sandboxes (default: this one)
+
+
+def _quiet(_: str) -> None:
+    pass
+
+
+def describe_device(device: str) -> DeviceInfo:
+    """What runs the evaluations, asked of a sandbox so it reflects the child's view."""
+    import torch
+    import triton
+
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        driver = None
+        with contextlib.suppress(OSError, IndexError):
+            import subprocess
+
+            driver = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=False,
+            ).stdout.strip().splitlines()[0]
+        return DeviceInfo("cuda", props.name, torch.__version__, triton.__version__, driver, torch.version.cuda)
+    import platform
+
+    return DeviceInfo("cpu", platform.processor() or platform.machine(), torch.__version__,
+                      triton.__version__, interpreter=True)
+
+
+@contextlib.contextmanager
+def _cache_dirs(device: str) -> Iterator[dict[str, str]]:
+    """Per-run compiler caches: shared by this run's sandboxes, gone afterwards (no cross-PR poisoning)."""
+    root = tempfile.mkdtemp(prefix="kernelize-cache-")
+    env = {"TRITON_CACHE_DIR": os.path.join(root, "triton"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    if device == "cpu":
+        env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    try:
+        yield env
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def kernelize(
+    problem: Problem,
+    generators: list[Generator],
+    settings: Settings,
+    progress: Progress = _quiet,
+) -> ModuleReport:
+    report = ModuleReport(target=problem.target, file=problem.rel_path, class_name=problem.class_name)
+    with _cache_dirs(settings.device) as env:
+        progress(f"{problem.target}: building the module and its inputs")
+        prep = _prepare(problem, settings, env)
+        if not prep.get("ok"):
+            report.status = "skipped"
+            report.reason = str(prep.get("reason", "could not build the module"))
+            report.snippet = snippet(problem.class_name, problem.rel_path,
+                                     problem.module.init_params, problem.module.forward_params)
+            progress(f"{problem.target}: skipped: {report.reason}")
+            return report
+        build = prep["build"]
+        report.build_source = build["source"]
+        report.init_args = [s.get("value", s.get("tensor")) for s in build["init_args"]]
+        report.init_kwargs = {k: s.get("value", s.get("tensor")) for k, s in build["init_kwargs"].items()}
+        report.inputs = [TensorInfo(list(s["tensor"]["shape"]), s["tensor"]["dtype"])
+                         for s in build["inputs"] if "tensor" in s]
+
+        candidates = _collect(problem, generators, settings, report, progress)
+        for i, cand in enumerate(candidates, 1):
+            progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
+            result = evaluate_candidate(problem, cand, prep, settings, env)
+            report.candidates.append(result)
+            extra = f" ({result.reason})" if result.reason else ""
+            progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
+                     f"{result.status.value}{extra}")
+    choose_best(report, settings)
+    return report
+
+
+def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+    entry = problem.config_entry
+    req = {
+        "device": settings.device,
+        "file": problem.file,
+        "root": problem.root,
+        "class_name": problem.class_name,
+        "config_entry": entry.__dict__ if isinstance(entry, ModuleEntry) else None,
+    }
+    res = sandbox.run("runners.verify:prepare", req,
+                      sandbox.Limits(settings.timeout_s, settings.memory_mb), env=env, python=settings.python)
+    if res.outcome != "ok" or res.payload is None:
+        return {"ok": False, "reason": f"the module itself failed: {res.reason}"}
+    return res.payload
+
+
+def _collect(problem: Problem, generators: list[Generator], settings: Settings,
+             report: ModuleReport, progress: Progress) -> list[Candidate]:
+    out: list[Candidate] = []
+    for gen in generators:
+        try:
+            got = gen.generate(problem, settings.samples)
+        except GeneratorError as exc:
+            report.candidates.append(CandidateResult(f"{gen.name}", gen.name, Status.ERROR, f"generator: {exc}"))
+            continue
+        progress(f"{problem.target}: {gen.name} gave {len(got)} candidate(s)")
+        out.extend(got)
+    return out
+
+
+def evaluate_candidate(problem: Problem, cand: Candidate, prep: dict[str, Any],
+                       settings: Settings, env: dict[str, str]) -> CandidateResult:
+    result = CandidateResult(cand.id, cand.generator, Status.ERROR, source_sha256=cand.sha256,
+                             source_path=cand.provenance.get("path"), provenance=cand.provenance)
+    if cand.error:
+        result.reason = cand.error
+        return result
+    with tempfile.TemporaryDirectory(prefix="kernelize-cand-") as tmp:
+        path = Path(tmp) / "candidate.py"
+        path.write_text(cand.source, encoding="utf-8")
+        req = {
+            "device": settings.device,
+            "file": problem.file,
+            "root": problem.root,
+            "class_name": problem.class_name,
+            "candidate": str(path),
+            "build": prep["build"],
+            "variants": prep["variants"],
+            "reference_ops": prep["reference_ops"],
+            "returns_input": prep["returns_input"],
+            "compile": settings.compile_baseline,
+        }
+        res = sandbox.run("runners.verify:evaluate", req,
+                          sandbox.Limits(settings.timeout_s, settings.memory_mb), env=env, python=settings.python)
+    result.wall_s = round(res.wall_s, 3)
+    result.stdout_tail = res.stdout_tail[-2000:]
+    if res.outcome == "timeout":
+        result.status, result.reason = Status.TIMEOUT, "check 7: " + res.reason
+        return result
+    if res.outcome == "crashed":
+        result.status, result.reason = Status.CRASHED, "check 7: " + res.reason
+        return result
+    if res.outcome == "error" or res.payload is None:
+        result.status, result.reason = Status.ERROR, res.reason
+        return result
+    p = res.payload
+    result.status = Status(p["status"])
+    result.reason = p.get("reason", "")
+    result.max_abs_error = p.get("max_abs_error")
+    result.max_rel_error = p.get("max_rel_error")
+    result.triton_launches = p.get("triton_launches")
+    result.torch_ops_kept = p.get("torch_ops_kept", [])
+    result.shapes_checked = p.get("shapes_checked", [])
+    timings = p.get("timings") or {}
+    result.timings = {k: Timing(**v) for k, v in timings.items() if isinstance(v, dict)}
+    if p.get("compile_error"):
+        result.provenance = {**result.provenance, "compile_error": p["compile_error"]}
+    _score(result, timings, settings.min_speedup)
+    return result
+
+
+def _score(result: CandidateResult, timings: dict[str, Any], min_speedup: float) -> None:
+    if result.status is not Status.CORRECT or "candidate" not in timings:
+        result.verdict = Verdict.NOT_MEASURED
+        return
+    cand = timings["candidate"]
+    result.median_ms = cand["median_ms"]
+    result.speedup_vs_eager = bench.speedup(timings.get("eager"), cand)
+    result.speedup_vs_compile = bench.speedup(timings.get("compile"), cand)
+    faster = bench.clears_noise(timings["eager"], cand, min_speedup)
+    result.verdict = Verdict.FASTER if faster else Verdict.NO_FASTER
+
+
+def choose_best(report: ModuleReport, settings: Settings) -> None:
+    """The fastest correct candidate that clears the minimum speedup; on CPU the first correct one."""
+    correct = [c for c in report.candidates if c.status is Status.CORRECT]
+    timed = [c for c in correct if c.median_ms is not None]
+    if settings.device == "cuda":
+        faster = [c for c in timed if c.verdict is Verdict.FASTER]
+        best = min(faster, key=lambda c: c.median_ms or float("inf")) if faster else None
+    else:
+        best = correct[0] if correct else None
+    report.best = best.id if best else None
+    source = best if best and best.timings else (timed[0] if timed else None)
+    if source:
+        eager, comp = source.timings.get("eager"), source.timings.get("compile")
+        report.baselines = Baselines(
+            eager.median_ms if eager else None,
+            comp.median_ms if comp else None,
+            source.provenance.get("compile_error"),
+        )
+
+
+def problems_for(path: str, root: str, class_name: str | None,
+                 entries: dict[str, ModuleEntry] | None = None) -> tuple[list[Problem], list[ModuleClass]]:
+    """Problems for one target file (all its module classes, or the one named)."""
+    from runners.inputs import match_entry
+
+    file = Path(path).resolve()
+    source = file.read_text(encoding="utf-8")
+    modules = find_modules(source, str(path))
+    try:
+        rel = file.relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        rel = Path(path).as_posix()
+    chosen = [m for m in modules if class_name in (None, m.name)]
+    problems = [
+        Problem(str(file), str(Path(root).resolve()), rel, m.name, source, m,
+                match_entry(entries or {}, rel, m.name))
+        for m in chosen
+    ]
+    return problems, modules

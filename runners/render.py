@@ -1,0 +1,77 @@
+"""Reports for people: the terminal table and the markdown page (from ``templates/``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import jinja2
+
+from runners.results import CandidateResult, ModuleReport, RunReport
+
+TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
+
+
+def environment() -> jinja2.Environment:
+    """The one template environment: a missing variable is an error, not an empty string."""
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(TEMPLATES)),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["ms"] = fmt_ms
+    env.filters["x"] = fmt_speedup
+    env.filters["err"] = fmt_err
+    return env
+
+
+def fmt_ms(v: float | None) -> str:
+    return "—" if v is None else f"{v:.4g}"
+
+
+def fmt_speedup(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}x"
+
+
+def fmt_err(v: float | None) -> str:
+    return "—" if v is None else f"{v:.1e}"
+
+
+def markdown(report: RunReport) -> str:
+    return environment().get_template("reports/run.md.j2").render(report=report)
+
+
+def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
+    if c is None:
+        return [m.target, "—", "—", m.status, m.reason, "—", "—", "—", "—", "—"]
+    mark = " *" if c.id == m.best else ""
+    return [
+        m.target,
+        c.id + mark,
+        c.generator,
+        c.status.value,
+        c.reason or c.verdict.value,
+        fmt_err(c.max_abs_error),
+        fmt_ms(c.median_ms),
+        fmt_ms(m.baselines.eager_ms),
+        fmt_speedup(c.speedup_vs_eager),
+        fmt_speedup(c.speedup_vs_compile),
+    ]
+
+
+def text_table(report: RunReport, width: int = 60) -> str:
+    header = ["module", "candidate", "generator", "status", "reason", "max err",
+              "ms", "eager ms", "vs eager", "vs compile"]
+    rows = []
+    for m in report.modules:
+        rows += [_row(m, c) for c in m.candidates] or [_row(m, None)]
+    clipped = [[cell if len(cell) <= width else cell[: width - 1] + "…" for cell in r] for r in rows]
+    widths = [max(len(h), *(len(r[i]) for r in clipped)) for i, h in enumerate(header)]
+    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+    out = [line(header), line(["-" * w for w in widths]), *map(line, clipped)]
+    dev = report.device
+    timing = "timed on " + dev.name if dev.kind == "cuda" else "not timed (no GPU): Triton interpreter"
+    out.append(f"\n* best candidate · {timing} · torch {dev.torch} · triton {dev.triton}")
+    return "\n".join(out)

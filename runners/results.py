@@ -1,0 +1,159 @@
+"""The records that cross process and queue boundaries.
+
+Everything here is plain data: JSON-serialisable through ``to_dict`` and back
+through ``from_dict``. ``REPORT_VERSION`` changes whenever a field changes
+meaning or disappears; new optional fields do not bump it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+REPORT_VERSION = 1
+
+
+class Status(StrEnum):
+    """The verdict on one candidate."""
+
+    CORRECT = "correct"  # passed every check
+    INCORRECT = "incorrect"  # computes something else
+    REJECTED = "rejected"  # may compute the right numbers, but breaks an honesty rule
+    ERROR = "error"  # raised, failed to import or build, or broke a limit it could report
+    TIMEOUT = "timeout"  # killed at the wall-time limit
+    CRASHED = "crashed"  # the process died (signal, abort, CUDA fault, memory watchdog)
+
+
+class Verdict(StrEnum):
+    """What timing says about a correct candidate."""
+
+    FASTER = "faster"  # clears the minimum speedup and the noise
+    NO_FASTER = "no faster"
+    NOT_MEASURED = "not measured"
+
+
+@dataclass
+class DeviceInfo:
+    kind: str  # "cuda" or "cpu"
+    name: str
+    torch: str
+    triton: str
+    driver: str | None = None
+    cuda: str | None = None
+    interpreter: bool = False  # Triton kernels ran through TRITON_INTERPRET=1
+
+
+@dataclass
+class TensorInfo:
+    shape: list[int]
+    dtype: str
+
+
+@dataclass
+class Timing:
+    """One measured callable: median and the 10th/90th percentiles, in ms."""
+
+    median_ms: float
+    p10_ms: float
+    p90_ms: float
+    runs: int
+
+
+@dataclass
+class Baselines:
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    compile_error: str | None = None
+
+
+@dataclass
+class CandidateResult:
+    id: str
+    generator: str
+    status: Status
+    reason: str = ""
+    source_sha256: str = ""
+    source_path: str | None = None
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    median_ms: float | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    verdict: Verdict = Verdict.NOT_MEASURED
+    torch_ops_kept: list[str] = field(default_factory=list)
+    triton_launches: int | None = None
+    shapes_checked: list[list[list[int]]] = field(default_factory=list)
+    timings: dict[str, Timing] = field(default_factory=dict)
+    provenance: dict[str, Any] = field(default_factory=dict)
+    stdout_tail: str = ""
+    wall_s: float | None = None
+
+
+@dataclass
+class ModuleReport:
+    target: str
+    file: str
+    class_name: str
+    status: str = "ok"  # "ok", or "skipped" when the module could not be built
+    reason: str = ""
+    build_source: str | None = None  # "kernelbench", "config" or "guess"
+    init_args: list[Any] = field(default_factory=list)
+    init_kwargs: dict[str, Any] = field(default_factory=dict)
+    inputs: list[TensorInfo] = field(default_factory=list)
+    baselines: Baselines = field(default_factory=Baselines)
+    candidates: list[CandidateResult] = field(default_factory=list)
+    best: str | None = None
+    snippet: str | None = None  # how to make an unbuildable module buildable
+
+    def best_candidate(self) -> CandidateResult | None:
+        return next((c for c in self.candidates if c.id == self.best), None)
+
+
+@dataclass
+class RunReport:
+    device: DeviceInfo
+    modules: list[ModuleReport] = field(default_factory=list)
+    min_speedup: float = 1.05
+    version: int = REPORT_VERSION
+
+
+def to_dict(obj: Any) -> Any:
+    """A JSON-ready copy of any record above (enums become their values)."""
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {f.name: to_dict(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, StrEnum):
+        return obj.value
+    if isinstance(obj, dict):
+        return {str(k): to_dict(v) for k, v in obj.items()}
+    if isinstance(obj, list | tuple):
+        return [to_dict(v) for v in obj]
+    return obj
+
+
+def candidate_from_dict(d: dict[str, Any]) -> CandidateResult:
+    d = dict(d)
+    d["status"] = Status(d["status"])
+    d["verdict"] = Verdict(d.get("verdict", Verdict.NOT_MEASURED))
+    d["timings"] = {k: Timing(**v) for k, v in d.get("timings", {}).items()}
+    return CandidateResult(**d)
+
+
+def module_from_dict(d: dict[str, Any]) -> ModuleReport:
+    d = dict(d)
+    d["inputs"] = [TensorInfo(**t) for t in d.get("inputs", [])]
+    d["baselines"] = Baselines(**d.get("baselines", {}))
+    d["candidates"] = [candidate_from_dict(c) for c in d.get("candidates", [])]
+    return ModuleReport(**d)
+
+
+def report_from_dict(d: dict[str, Any]) -> RunReport:
+    if d.get("version") != REPORT_VERSION:
+        raise ValueError(f"report version {d.get('version')!r} is not {REPORT_VERSION}")
+    return RunReport(
+        device=DeviceInfo(**d["device"]),
+        modules=[module_from_dict(m) for m in d["modules"]],
+        min_speedup=d.get("min_speedup", 1.05),
+        version=d["version"],
+    )

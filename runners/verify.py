@@ -1,0 +1,749 @@
+"""Correctness and honesty checks for one candidate (runs inside the sandbox).
+
+A suggestion promises a drop-in replacement, so a candidate must pass all of:
+
+1. it imports and builds with the original constructor arguments, and the
+   reference's ``state_dict`` loads into it;
+2. it matches a float64 reference on fresh random inputs for several seeds,
+   within the per-dtype tolerance table, with shape, dtype and device equal
+   and no NaN/Inf the reference lacks;
+3. it matches on other shapes than the example;
+4. it leaves its inputs alone and returns fresh outputs (outputs are poisoned
+   between calls and the result re-checked at the end, after timing);
+5. it launches Triton kernels, and does not still run every PyTorch compute
+   op of the original (that kernel would be decoration);
+6. it starts no threads, uses no side streams, and patches nothing in torch,
+   the timers or this checker;
+7. it stays inside its limits (enforced by the sandbox).
+
+``prepare`` runs the reference alone, once per module; ``evaluate`` runs one
+candidate. Both return plain dicts for the pipe.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import hashlib
+import importlib
+import importlib.util
+import math
+import os
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from runners import bench, inputs
+
+SEEDS = (0, 1, 2)
+
+
+# (atol, rtol, relative L2 error) by output dtype, against a float64 reference.
+# The L2 bound catches near-zero outputs that a loose atol would let through
+# (a softmax over 32k columns is ~3e-5 everywhere: all-zeros passes atol=1e-4).
+TOLERANCES: dict[str, tuple[float, float, float]] = {
+    "float64": (1e-7, 1e-7, 1e-7),
+    "float32": (1e-4, 1e-4, 1e-4),
+    # tl.dot on float32 uses TF32 on NVIDIA GPUs unless asked for "ieee".
+    "float32 (tf32)": (1e-2, 1e-2, 5e-3),
+    "float16": (1e-2, 1e-2, 5e-3),
+    "bfloat16": (5e-2, 2e-2, 2e-2),
+}
+
+# aten ops that move or allocate memory rather than compute.
+NON_COMPUTE_OPS = frozenset(
+    """
+    empty empty_like empty_strided new_empty new_empty_strided zeros zeros_like ones ones_like
+    full full_like new_zeros new_ones new_full scalar_tensor arange view _unsafe_view reshape
+    as_strided t transpose permute expand expand_as unsqueeze squeeze select slice split
+    split_with_sizes chunk unbind narrow detach alias contiguous clone copy_ _to_copy to
+    lift_fresh lift_fresh_copy set_ fill_ zero_ resize_ _local_scalar_dense item
+    is_same_size _reshape_alias view_as flatten unflatten movedim
+    """.split()
+)
+
+# Imports a kernel module needs. Anything else (os, subprocess, socket, ctypes,
+# threading, ...) has no business in a drop-in replacement for a layer.
+ALLOWED_IMPORTS = frozenset(
+    "torch triton math typing typing_extensions functools itertools operator numbers "
+    "dataclasses collections enum abc __future__ numpy einops".split()
+)
+FORBIDDEN_CALLS = frozenset(
+    "eval exec compile open __import__ globals breakpoint input setattr delattr vars".split()
+)
+FORBIDDEN_ATTRS = frozenset(
+    "Stream stream set_stream ExternalStream CUDAGraph graph graphs _set_stream "
+    "__globals__ __builtins__ __subclasses__ __code__ __dict__ environ system popen "
+    "modules _getframe".split()
+)
+
+
+class Reject(Exception):
+    """An honesty rule is broken."""
+
+
+class Mismatch(Exception):
+    """The candidate computes something else."""
+
+
+# ---------------------------------------------------------------------------
+# Loading
+
+
+def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
+    """Import a file: by its dotted name under ``root`` if it has one, so relative imports work."""
+    file = Path(path).resolve()
+    if root:
+        root_path = Path(root).resolve()
+        if str(root_path) not in sys.path:
+            sys.path.insert(0, str(root_path))
+        try:
+            rel = file.relative_to(root_path).with_suffix("")
+            if all(p.isidentifier() for p in rel.parts):
+                return importlib.import_module(".".join(rel.parts))
+        except ValueError:
+            pass
+    spec = importlib.util.spec_from_file_location(name_hint, file)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name_hint] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_module(cls: type, args: list[Any], kwargs: dict[str, Any], device: str) -> torch.nn.Module:
+    torch.manual_seed(0)
+    module = cls(*args, **kwargs)
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"{cls.__name__}(...) is not an nn.Module")
+    return module.to(device).eval()
+
+
+def flatten(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, list | tuple):
+        return [t for o in out for t in flatten(o)]
+    if isinstance(out, dict):
+        return [t for k in sorted(out) for t in flatten(out[k])]
+    return []
+
+
+def describe_exc(exc: BaseException, where: str) -> str:
+    last = traceback.format_exception_only(type(exc), exc)[-1].strip()
+    return f"{where}: {last}"[:600]
+
+
+# ---------------------------------------------------------------------------
+# Instrumentation: Triton launches and the aten ops that run outside them
+
+
+class _Probe:
+    def __init__(self) -> None:
+        self.launches = 0
+        self.in_kernel = 0
+        self.ops: list[str] = []
+
+
+PROBE = _Probe()
+
+
+def _install_triton_counter() -> None:
+    """Count every Triton launch (compiled or interpreted); ops inside a launch are not PyTorch's."""
+    classes = []
+    from triton.runtime.jit import JITFunction
+
+    classes.append(JITFunction)
+    try:
+        from triton.runtime.interpreter import InterpretedFunction
+
+        classes.append(InterpretedFunction)
+    except ImportError:  # pragma: no cover - older Triton
+        pass
+    for cls in classes:
+        if getattr(cls.run, "_kernelize_counter", False):
+            continue
+        original = cls.run
+
+        def counted(self: Any, *args: Any, _original: Any = original, **kwargs: Any) -> Any:
+            if not kwargs.get("warmup", False):
+                PROBE.launches += 1
+            PROBE.in_kernel += 1
+            try:
+                return _original(self, *args, **kwargs)
+            finally:
+                PROBE.in_kernel -= 1
+
+        counted._kernelize_counter = True  # type: ignore[attr-defined]
+        cls.run = counted
+
+
+class OpRecorder(TorchDispatchMode):
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        if not PROBE.in_kernel:
+            PROBE.ops.append(func.overloadpacket.__name__)
+        return func(*args, **(kwargs or {}))
+
+
+def compute_ops(ops: list[str]) -> list[str]:
+    return sorted({op.rstrip("_") for op in ops if op not in NON_COMPUTE_OPS and op.rstrip("_") not in NON_COMPUTE_OPS})
+
+
+@contextmanager
+def recording() -> Iterator[None]:
+    PROBE.launches, PROBE.ops = 0, []
+    with OpRecorder():
+        yield
+
+
+# ---------------------------------------------------------------------------
+# Static screen and runtime integrity
+
+
+def screen_source(source: str) -> str | None:
+    """The first honesty problem visible in the candidate's source, or None."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError as exc:
+        return f"syntax error at line {exc.lineno}: {exc.msg}"
+    module_aliases: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if isinstance(node, ast.ImportFrom) and node.level:
+                return f"line {node.lineno}: relative import (a kernel must be standalone)"
+            for name in names:
+                if name.split(".")[0] not in ALLOWED_IMPORTS:
+                    return f"line {node.lineno}: imports {name!r}, which a kernel does not need"
+            for alias in node.names:
+                module_aliases.add((alias.asname or alias.name).split(".")[0])
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+            if node.func.id in FORBIDDEN_CALLS:
+                first = node.args[0] if node.args else None
+                if node.func.id in ("setattr", "delattr") and isinstance(first, ast.Name) and first.id == "self":
+                    continue
+                return f"line {node.lineno}: calls {node.func.id}()"
+        elif isinstance(node, ast.Attribute) and node.attr in FORBIDDEN_ATTRS:
+            return f"line {node.lineno}: uses .{node.attr}"
+    for node in ast.walk(tree):
+        targets: list[ast.expr] = []
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+            targets = [node.target]
+        for t in targets:
+            root = t
+            while isinstance(root, ast.Attribute | ast.Subscript):
+                root = root.value
+            if t is not root and isinstance(root, ast.Name) and root.id in module_aliases:
+                return f"line {node.lineno}: assigns into module {root.id!r} (monkey-patching)"
+    return None
+
+
+def _watched() -> dict[str, Any]:
+    import triton
+
+    mods: dict[str, Any] = {
+        "torch": torch,
+        "torch.Tensor": torch.Tensor,
+        "torch._C.TensorBase": torch._C.TensorBase,
+        "torch.nn.functional": torch.nn.functional,
+        "torch.nn.Module": torch.nn.Module,
+        "torch.cuda": torch.cuda,
+        "torch.testing": torch.testing,
+        "time": time,
+        "builtins": builtins,
+        "triton": triton,
+        "runners.verify": sys.modules[__name__],
+        "runners.bench": bench,
+    }
+    if hasattr(triton, "testing"):
+        mods["triton.testing"] = triton.testing
+    return mods
+
+
+def snapshot() -> dict[str, dict[str, int]]:
+    return {name: {k: id(v) for k, v in list(vars(obj).items())} for name, obj in _watched().items()}
+
+
+def patched_since(before: dict[str, dict[str, int]]) -> str | None:
+    for name, obj in _watched().items():
+        now = vars(obj)
+        for key, ident in before.get(name, {}).items():
+            if key not in now:
+                return f"{name}.{key} was deleted"
+            if id(now[key]) != ident and not key.startswith("__"):
+                return f"{name}.{key} was replaced (monkey-patching)"
+    return None
+
+
+# ---------------------------------------------------------------------------
+# Comparison
+
+
+@dataclass
+class Errors:
+    max_abs: float = 0.0
+    max_rel: float = 0.0
+
+    def add(self, other: Errors) -> None:
+        self.max_abs = max(self.max_abs, other.max_abs)
+        self.max_rel = max(self.max_rel, other.max_rel)
+
+
+def tolerance_key(dtype: torch.dtype, tf32: bool) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name == "float32" and tf32:
+        return "float32 (tf32)"
+    return name
+
+
+def compare(
+    got: Any, ref64: Any, native: Any, where: str, tf32: bool, device: str
+) -> Errors:
+    """Raise Mismatch (or Reject) with evidence unless ``got`` matches the reference."""
+    g, r, n = flatten(got), flatten(ref64), flatten(native)
+    if len(g) != len(r):
+        raise Mismatch(f"{where}: returned {len(g)} tensor(s), the original returns {len(r)}")
+    errors = Errors()
+    for i, (gt, rt, nt) in enumerate(zip(g, r, n, strict=True)):
+        label = f"output {i}" if len(g) > 1 else "output"
+        if tuple(gt.shape) != tuple(nt.shape):
+            raise Mismatch(f"{where}: {label} shape {tuple(gt.shape)} != {tuple(nt.shape)}")
+        if gt.dtype != nt.dtype:
+            raise Mismatch(f"{where}: {label} dtype {gt.dtype} != {nt.dtype}")
+        if gt.device.type != torch.device(device).type:
+            raise Mismatch(f"{where}: {label} is on {gt.device}, expected {device}")
+        if not gt.is_floating_point():
+            if not torch.equal(gt.cpu(), nt.cpu()):
+                raise Mismatch(f"{where}: {label} differs in {int((gt != nt).sum())} element(s)")
+            continue
+        errors.add(_compare_float(gt, rt, nt, f"{where}: {label}", tf32))
+    return errors
+
+
+def _compare_float(gt: torch.Tensor, rt: torch.Tensor, nt: torch.Tensor, where: str, tf32: bool) -> Errors:
+    key = tolerance_key(gt.dtype, tf32)
+    atol, rtol, l2tol = TOLERANCES.get(key, TOLERANCES["float32"])
+    g, r, n = gt.detach().double().cpu(), rt.detach().double().cpu(), nt.detach().double().cpu()
+    ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
+    if (got_bad & ~ref_bad).any():
+        idx = tuple(int(i) for i in torch.nonzero(got_bad & ~ref_bad)[0])
+        raise Mismatch(f"{where}: NaN/Inf at index {idx} where the original is finite")
+    same_special = torch.where(ref_bad, (g == r) | (g.isnan() & r.isnan()), True)
+    if not bool(same_special.all()):
+        raise Mismatch(f"{where}: NaN/Inf pattern differs from the original")
+    ok = ~ref_bad
+    if not bool(ok.any()):
+        return Errors()
+    diff = (g - r).abs()[ok]
+    rv = r[ok]
+    # The original in its own dtype is allowed its own rounding error; the candidate twice that.
+    own = float((n - r).abs()[ok].max())
+    atol_eff = max(atol, 2 * own)
+    max_abs = float(diff.max())
+    max_rel = float((diff / rv.abs().clamp_min(atol)).max())
+    errors = Errors(max_abs, max_rel)
+    over = diff > atol_eff + rtol * rv.abs()
+    if bool(over.any()):
+        flat = int(torch.argmax((diff - (atol_eff + rtol * rv.abs())).flatten()))
+        raise Mismatch(
+            f"{where}: max abs error {max_abs:.3g} > tol {atol_eff:.3g} + {rtol:g}*|ref| ({key}); "
+            f"{int(over.sum())} of {over.numel()} elements off, e.g. got {float(g[ok][flat]):.6g} "
+            f"expected {float(rv[flat]):.6g}"
+        )
+    norm = float(rv.norm())
+    if norm > 0:
+        rel_l2 = float(diff.norm()) / norm
+        l2_eff = max(l2tol, 2 * float((n - r).abs()[ok].norm()) / norm)
+        if rel_l2 > l2_eff:
+            raise Mismatch(f"{where}: relative L2 error {rel_l2:.3g} > {l2_eff:.3g} ({key})")
+    return errors
+
+
+def storages(values: Any) -> set[int]:
+    return {t.untyped_storage().data_ptr() for t in flatten(values) if t.untyped_storage().nbytes()}
+
+
+def poison(out: Any) -> None:
+    """Overwrite outputs we hold, so a candidate that hands them back again is caught."""
+    for t in flatten(out):
+        if t.is_floating_point():
+            t.fill_(float("nan"))
+        else:
+            t.fill_(-1 if t.dtype != torch.bool else True)
+
+
+def poison_allocator(out: Any, device: str) -> None:
+    """Fill freed memory with NaN, so ``torch.empty`` cannot return a leftover answer."""
+    nbytes = sum(t.numel() * t.element_size() for t in flatten(out))
+    if device == "cuda" and nbytes:
+        junk = torch.full((2 * nbytes // 4 + 1,), float("nan"), device=device)
+        del junk
+
+
+# ---------------------------------------------------------------------------
+# The reference
+
+
+def _resolve_build(req: dict[str, Any], module: Any, cls: type, device: str) -> tuple[dict[str, Any], list[str]]:
+    """Try the sources in order; the first that builds the module and runs forward wins."""
+    tried: list[str] = []
+    if hasattr(module, "get_inputs") and hasattr(module, "get_init_inputs"):
+        try:
+            torch.manual_seed(0)
+            init = list(module.get_init_inputs())
+            torch.manual_seed(0)
+            example = list(module.get_inputs())
+            mod = build_module(cls, init, {}, device)
+            with torch.no_grad():
+                mod(*[x.to(device) if isinstance(x, torch.Tensor) else x for x in example])
+            return {
+                "source": "kernelbench",
+                "init_args": [inputs.infer_spec(v) for v in init],
+                "init_kwargs": {},
+                "inputs": [inputs.infer_spec(v) for v in example],
+            }, tried
+        except Exception as exc:
+            tried.append(describe_exc(exc, "get_init_inputs()/get_inputs()"))
+    entry = req.get("config_entry")
+    if entry:
+        try:
+            mod = build_module(
+                cls,
+                inputs.make_values(entry["init_args"], 0, device),
+                dict(zip(entry["init_kwargs"], inputs.make_values(list(entry["init_kwargs"].values()), 0, device), strict=True)),
+                device,
+            )
+            with torch.no_grad():
+                mod(*inputs.make_values(entry["inputs"], 0, device))
+            return {"source": "config", **entry}, tried
+        except Exception as exc:
+            tried.append(describe_exc(exc, "config entry"))
+    kwarg_sets, why_not = inputs.guess_init_kwargs(cls)
+    if why_not:
+        tried.append(f"guess: {why_not}")
+    for kwargs in kwarg_sets:
+        try:
+            mod = build_module(cls, [], kwargs, device)
+        except Exception as exc:
+            tried.append(describe_exc(exc, f"guess {cls.__name__}(**{kwargs})"))
+            continue
+        arity = inputs.forward_arity(mod)
+        for specs in inputs.guess_input_specs(mod, max(arity, 1), kwargs):
+            try:
+                with torch.no_grad():
+                    out = mod(*inputs.make_values(specs, 0, device))
+                if not flatten(out):
+                    raise TypeError("forward returned no tensor")
+                return {
+                    "source": "guess",
+                    "init_args": [],
+                    "init_kwargs": {k: {"value": v} for k, v in kwargs.items()},
+                    "inputs": specs,
+                }, tried
+            except Exception as exc:
+                shapes = inputs.tensor_shapes(specs)
+                tried.append(describe_exc(exc, f"guess inputs {shapes}"))
+    return {}, tried
+
+
+class Problem:
+    """The reference module, built from a resolved build spec."""
+
+    def __init__(self, req: dict[str, Any], build: dict[str, Any]) -> None:
+        self.device: str = req["device"]
+        self.file_module = load_file_module(req["file"], req.get("root"), "kernelize_reference")
+        self.cls = getattr(self.file_module, req["class_name"])
+        self.build = build
+        self.init_args = inputs.make_values(build["init_args"], 0, self.device)
+        kw = build["init_kwargs"]
+        self.init_kwargs = dict(zip(kw, inputs.make_values(list(kw.values()), 0, self.device), strict=True))
+        self.module = build_module(self.cls, self.init_args, self.init_kwargs, self.device)
+        self.kernelbench = build["source"] == "kernelbench"
+
+    def example_inputs(self, seed: int) -> list[Any]:
+        if self.kernelbench:  # the author's own distribution, reseeded
+            torch.manual_seed(seed)
+            values = list(self.file_module.get_inputs())
+            out = []
+            for v, spec in zip(values, self.build["inputs"], strict=True):
+                if isinstance(v, torch.Tensor) and v.is_floating_point() and not bool(v.any()):
+                    # Never test on zeros: a kernel that writes nothing would pass.
+                    v = inputs.make_value(spec, torch.Generator().manual_seed(seed), self.device)
+                out.append(v.to(self.device) if isinstance(v, torch.Tensor) else v)
+            return out
+        return inputs.make_values(self.build["inputs"], seed, self.device)
+
+    def reference64(self) -> torch.nn.Module | None:
+        """A float64 copy of the module, or None when it cannot run in float64."""
+        if not any(p.is_floating_point() for p in self.module.parameters()) and not self.build["inputs"]:
+            return None
+        import copy
+
+        try:
+            return copy.deepcopy(self.module).double()
+        except Exception:
+            return None
+
+    def run_reference(self, args: list[Any], ref64: torch.nn.Module | None) -> tuple[Any, Any]:
+        """(float64 output cast back per tensor, native output)."""
+        with torch.no_grad():
+            native = self.module(*args)
+            if ref64 is None:
+                return native, native
+            args64 = [a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+            try:
+                out64 = ref64(*args64)
+            except Exception:
+                return native, native
+        if len(flatten(out64)) != len(flatten(native)):
+            return native, native
+        return out64, native
+
+
+def prepare(req: dict[str, Any]) -> dict[str, Any]:
+    """Resolve how to build the module, run it, and find the other shapes it accepts."""
+    device = req["device"]
+    try:
+        file_module = load_file_module(req["file"], req.get("root"), "kernelize_reference")
+    except BaseException as exc:
+        return {"ok": False, "reason": describe_exc(exc, f"importing {req['file']}")}
+    cls = getattr(file_module, req["class_name"], None)
+    if not isinstance(cls, type):
+        return {"ok": False, "reason": f"{req['class_name']} is not defined at import time"}
+    build, tried = _resolve_build(req, file_module, cls, device)
+    if not build:
+        return {"ok": False, "reason": "could not build the module: " + "; ".join(tried[-4:]), "tried": tried}
+    problem = Problem(req, build)
+    args = problem.example_inputs(0)
+    with recording():
+        with torch.no_grad():
+            out = problem.module(*args)
+    ops = compute_ops(PROBE.ops)
+    variants = []
+    for specs in inputs.shape_variants(build["inputs"]):
+        try:
+            with torch.no_grad():
+                problem.module(*inputs.make_values(specs, 0, device))
+            variants.append(specs)
+        except Exception:
+            continue  # the module fixes this size (a Linear's features, say)
+        if len(variants) == 3:
+            break
+    return {
+        "ok": True,
+        "build": build,
+        "variants": variants,
+        "reference_ops": ops,
+        "outputs": [{"shape": list(t.shape), "dtype": str(t.dtype).removeprefix("torch.")} for t in flatten(out)],
+        "returns_input": bool(storages(out) & storages(args)),
+    }
+
+
+# ---------------------------------------------------------------------------
+# One candidate
+
+
+def _candidate_class(module: Any, class_name: str) -> type:
+    for name in ("ModelNew", class_name):
+        cls = getattr(module, name, None)
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            return cls
+    raise Reject(f"defines neither ModelNew nor {class_name} as an nn.Module")
+
+
+def _threads() -> set[int]:
+    return {t.ident or 0 for t in threading.enumerate()}
+
+
+def evaluate(req: dict[str, Any]) -> dict[str, Any]:
+    """All checks on one candidate; on CUDA also its timing against eager and torch.compile."""
+    result: dict[str, Any] = {"status": "error", "reason": ""}
+    try:
+        _evaluate(req, result)
+    except Reject as exc:
+        result.update(status="rejected", reason=str(exc))
+    except Mismatch as exc:
+        result.update(status="incorrect", reason=str(exc))
+    except torch.cuda.OutOfMemoryError as exc:
+        result.update(status="error", reason=describe_exc(exc, "out of GPU memory"))
+    except MemoryError:
+        result.update(status="error", reason="exceeded the memory limit")
+    except Exception as exc:
+        reason = describe_exc(exc, "raised")
+        if "can't allocate memory" in reason or "out of memory" in reason.lower():
+            reason = "check 7: exceeded the memory limit (" + reason + ")"
+        elif req["device"] == "cpu" and ("is_cuda" in reason or "cuda" in reason.lower()):
+            reason = "needs a CUDA device and cannot be checked on CPU (" + reason + ")"
+        result.update(status="error", reason=reason)
+    return result
+
+
+def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
+    device = req["device"]
+    source = Path(req["candidate"]).read_text(encoding="utf-8")
+    problem_screen = screen_source(source)
+    if problem_screen:
+        raise Reject(f"check 6 (static screen): {problem_screen}")
+    tf32 = device == "cuda" and "tl.dot" in source and "ieee" not in source
+
+    import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed on import: take that before the snapshot)
+
+    _install_triton_counter()
+    problem = Problem(req, req["build"])
+    ref64 = problem.reference64()
+    threads_before = _threads()
+    before = snapshot()
+
+    # Check 1: imports, builds with the original arguments, loads the original's weights.
+    try:
+        cand_mod = load_file_module(req["candidate"], None, "kernelize_candidate")
+    except SyntaxError as exc:
+        raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
+    _integrity(before, threads_before, "importing the candidate")
+    cls = _candidate_class(cand_mod, req["class_name"])
+    try:
+        cand = build_module(cls, problem.init_args, problem.init_kwargs, device)
+    except Exception as exc:
+        raise Reject("check 1: " + describe_exc(exc, "cannot be built with the original arguments")) from None
+    try:
+        cand.load_state_dict(problem.module.state_dict(), strict=True)
+    except RuntimeError as exc:
+        msg = str(exc).replace("\n", " ").replace("\t", "")
+        raise Reject(f"check 1: the original's state_dict does not load: {msg[:400]}") from None
+
+    errors = Errors()
+    held: list[Any] = []  # every output stays alive, poisoned, until the end
+    launches: list[int] = []
+    kept: set[str] = set()
+
+    def check(args: list[Any], where: str) -> Any:
+        out64, native = problem.run_reference(args, ref64)
+        poison_allocator(native, device)
+        saved = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        with recording(), torch.no_grad():
+            got = cand(*args)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        launches.append(PROBE.launches)
+        kept.update(compute_ops(PROBE.ops))
+        if PROBE.launches == 0:
+            raise Reject(f"check 5: no Triton kernel was launched by forward ({where})")
+        _integrity(before, threads_before, where)
+        for i, (a, s) in enumerate(zip(args, saved, strict=True)):
+            if isinstance(a, torch.Tensor) and not torch.equal(a, s):
+                raise Reject(f"check 4: forward modifies input {i} in place ({where})")
+        if storages(got) & storages(args) and not req.get("returns_input"):
+            raise Reject(f"check 4: returns (a view of) an input ({where})")
+        for earlier in held:
+            if storages(got) & storages(earlier):
+                raise Reject(f"check 4: returns the same output memory as an earlier call ({where})")
+        errors.add(compare(got, out64, native, where, tf32, device))
+        return got
+
+    shapes = []
+    for seed in SEEDS:
+        args = problem.example_inputs(seed)
+        got = check(args, f"seed {seed}, shape {_shapes(args)}")
+        held.append(got)
+        poison(got)
+        shapes.append(_shapes(args))
+
+    ref_ops = set(req.get("reference_ops", []))
+    if ref_ops and ref_ops <= kept:
+        raise Reject(
+            "check 5: forward still runs every PyTorch compute op of the original "
+            f"({', '.join(sorted(ref_ops))}); the Triton kernel is decoration"
+        )
+
+    for specs in req.get("variants", []):
+        args = inputs.make_values(specs, 7, device)
+        got = check(args, f"shape {_shapes(args)}")
+        held.append(got)
+        poison(got)
+        shapes.append(_shapes(args))
+
+    result.update(
+        max_abs_error=errors.max_abs,
+        max_rel_error=errors.max_rel,
+        triton_launches=min(launches),
+        torch_ops_kept=sorted(kept),
+        shapes_checked=shapes,
+    )
+
+    if device == "cuda" and req.get("time", True):
+        args = problem.example_inputs(0)
+        result["timings"] = bench.time_all(problem.module, cand, args, req.get("compile", True))
+        result["compile_error"] = result["timings"].pop("compile_error", None)
+        _integrity(before, threads_before, "timing")
+
+    # After timing: the same inputs again must still give the right answer.
+    args = problem.example_inputs(0)
+    got = check(args, f"re-check after {'timing' if device == 'cuda' else 'the other checks'}")
+    del held
+    result["status"] = "correct"
+    result["reason"] = ""
+
+
+def _shapes(args: list[Any]) -> list[list[int]]:
+    return [list(a.shape) for a in args if isinstance(a, torch.Tensor)]
+
+
+def _integrity(before: dict[str, dict[str, int]], threads: set[int], where: str) -> None:
+    patched = patched_since(before)
+    if patched:
+        raise Reject(f"check 6: {patched} ({where})")
+    extra = _threads() - threads
+    if extra:
+        raise Reject(f"check 6: started {len(extra)} thread(s) ({where})")
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        if torch.cuda.current_stream() != torch.cuda.default_stream():
+            raise Reject(f"check 6: left a side stream current ({where})")
+
+
+def source_sha256(source: str) -> str:
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def env_report() -> dict[str, Any]:
+    """What ran the evaluation: device, driver and versions (for every figure)."""
+    import triton
+
+    info: dict[str, Any] = {
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
+    }
+    if torch.cuda.is_available():
+        info.update(kind="cuda", name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
+        try:
+            import subprocess
+
+            info["driver"] = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True, text=True, timeout=20, check=False,
+            ).stdout.strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.SubprocessError):
+            info["driver"] = None
+    else:
+        import platform
+
+        info.update(kind="cpu", name=platform.processor() or platform.machine())
+    return info
+
+
+def noop(req: dict[str, Any]) -> dict[str, Any]:
+    """Used by tests and benchmarks: the fixed cost of one sandboxed evaluation."""
+    return {"pid": os.getpid(), "math": math.pi}
+
