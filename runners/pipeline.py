@@ -193,8 +193,12 @@ def evaluate_candidate(problem: Problem, cand: Candidate, prep: dict[str, Any],
     result.triton_launches = p.get("triton_launches")
     result.torch_ops_kept = p.get("torch_ops_kept", [])
     result.shapes_checked = p.get("shapes_checked", [])
+    result.notes = p.get("notes", [])
+    result.provenance = {**result.provenance, "sandbox": res.isolation}
     timings = p.get("timings") or {}
     result.timings = {k: Timing(**v) for k, v in timings.items() if isinstance(v, dict)}
+    if timings.get("rechecked"):
+        result.notes.append("over 10x: timed a second time, the slower figure kept")
     if p.get("compile_error"):
         result.provenance = {**result.provenance, "compile_error": p["compile_error"]}
     _score(result, timings, settings.min_speedup)

@@ -83,6 +83,7 @@ class CandidateResult:
     speedup_vs_compile: float | None = None
     verdict: Verdict = Verdict.NOT_MEASURED
     torch_ops_kept: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # caveats a reviewer should read (TF32, rechecked)
     triton_launches: int | None = None
     shapes_checked: list[list[list[int]]] = field(default_factory=list)
     timings: dict[str, Timing] = field(default_factory=dict)

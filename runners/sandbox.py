@@ -283,3 +283,8 @@ def _child_main() -> None:
         out.write(data)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: CUDA and Triton atexit hooks can hang or crash
+
+
+def echo(request: dict[str, Any]) -> dict[str, Any]:
+    """The cheapest target: measures the sandbox's own cost (no torch import)."""
+    return {"echo": request, "pid": os.getpid()}

@@ -680,6 +680,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         triton_launches=min(launches),
         torch_ops_kept=sorted(kept),
         shapes_checked=shapes,
+        notes=["float32 dot products run in TF32 (checked with the TF32 tolerance)"] if tf32 else [],
     )
 
     if device == "cuda" and req.get("time", True):
@@ -714,33 +715,6 @@ def _integrity(before: dict[str, dict[str, int]], threads: set[int], where: str)
 
 def source_sha256(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
-
-
-def env_report() -> dict[str, Any]:
-    """What ran the evaluation: device, driver and versions (for every figure)."""
-    import triton
-
-    info: dict[str, Any] = {
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "interpreter": os.environ.get("TRITON_INTERPRET") == "1",
-    }
-    if torch.cuda.is_available():
-        info.update(kind="cuda", name=torch.cuda.get_device_name(0), cuda=torch.version.cuda)
-        try:
-            import subprocess
-
-            info["driver"] = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=False,
-            ).stdout.strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.SubprocessError):
-            info["driver"] = None
-    else:
-        import platform
-
-        info.update(kind="cpu", name=platform.processor() or platform.machine())
-    return info
 
 
 def noop(req: dict[str, Any]) -> dict[str, Any]:

@@ -1,0 +1,67 @@
+"""The fixed cost of evaluating a candidate, and the cost per candidate on a small problem.
+
+    python bench/harness_overhead.py [--device cpu|cuda] [--repeat 5]
+
+Prints a markdown table (median and spread of wall seconds over --repeat runs):
+- sandbox round trip: fresh interpreter, isolation, request and result over the pipe, no torch;
+- sandbox + torch/triton import: the same with the verification module imported;
+- prepare: building the reference and finding its input shapes (once per module);
+- evaluate: all checks on one correct candidate (tests/problems/add_relu.py, 16 x 100).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from runners import pipeline, sandbox  # noqa: E402
+from runners.generators.files import FilesGenerator  # noqa: E402
+
+
+def measure(fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), min(times), max(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=("cpu", "cuda"), default="cpu")
+    parser.add_argument("--repeat", type=int, default=5)
+    args = parser.parse_args()
+
+    settings = pipeline.Settings(device=args.device, compile_baseline=False)
+    problems, _ = pipeline.problems_for(str(ROOT / "tests/problems/add_relu.py"), str(ROOT), "Model")
+    problem = problems[0]
+    cand = next(c for c in FilesGenerator(ROOT / "tests/candidates/add_relu").generate(problem, 1)
+                if c.id == "ok.py")
+    limits = sandbox.Limits(120, 8192)
+    with pipeline._cache_dirs(args.device) as env:
+        prep = pipeline._prepare(problem, settings, env)
+        assert prep["ok"], prep
+        rows = {
+            "sandbox round trip (no torch)": lambda: sandbox.run("runners.sandbox:echo", {}, limits, env=env),
+            "sandbox + torch/triton import": lambda: sandbox.run("runners.verify:noop", {}, limits, env=env),
+            "prepare (reference, inputs, shapes)": lambda: pipeline._prepare(problem, settings, env),
+            "evaluate one correct candidate": lambda: pipeline.evaluate_candidate(
+                problem, cand, prep, settings, env),
+        }
+        print(f"| step ({args.device}, {args.repeat} runs) | median s | min s | max s |")
+        print("|---|---|---|---|")
+        for name, fn in rows.items():
+            med, lo, hi = measure(fn, args.repeat)
+            print(f"| {name} | {med:.2f} | {lo:.2f} | {hi:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,17 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """relu(x + y): a pointwise chain."""
+
+    def forward(self, x, y):
+        return torch.relu(x + y)
+
+
+def get_inputs():
+    return [torch.randn(8192, 8192), torch.randn(8192, 8192)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,17 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A plain matrix product."""
+
+    def forward(self, a, b):
+        return torch.matmul(a, b)
+
+
+def get_inputs():
+    return [torch.randn(4096, 4096), torch.randn(4096, 4096)]
+
+
+def get_init_inputs():
+    return []
