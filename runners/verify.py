@@ -273,7 +273,11 @@ def _watched() -> dict[str, Any]:
 
 
 def snapshot() -> dict[str, dict[str, int]]:
-    return {name: {k: id(v) for k, v in list(vars(obj).items())} for name, obj in _watched().items()}
+    """Identities of the callables we rely on (module state like ``torch.cuda._initialized`` may change)."""
+    return {
+        name: {k: id(v) for k, v in list(vars(obj).items()) if callable(v)}
+        for name, obj in _watched().items()
+    }
 
 
 def patched_since(before: dict[str, dict[str, int]]) -> str | None:
