@@ -86,21 +86,31 @@ def time_callables(fns: dict[str, Callable[[], Any]], rounds: int = ROUNDS) -> d
     return {name: summarize(s) for name, s in samples.items()}
 
 
-def time_all(reference: torch.nn.Module, candidate: torch.nn.Module, args: list[Any], compile_: bool) -> dict[str, Any]:
-    """Timings of eager, torch.compile (when it compiles) and the candidate, in ms."""
-    fns: dict[str, Callable[[], Any]] = {}
-    compile_error = None
+def compile_baseline(reference: torch.nn.Module, args: list[Any]) -> tuple[Callable[..., Any] | None, str | None]:
+    """``torch.compile`` of the original, compiled and run once; or None and why it failed."""
+    try:
+        compiled = torch.compile(reference)
+        with torch.no_grad():
+            compiled(*args)
+        torch.cuda.synchronize()
+        return compiled, None
+    except Exception as exc:  # a baseline that does not compile is a note, not a failure
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return None, f"{type(exc).__name__}: {first}"[:300]
+
+
+def time_all(
+    reference: torch.nn.Module,
+    compiled: Callable[..., Any] | None,
+    candidate: torch.nn.Module,
+    args: list[Any],
+) -> dict[str, Any]:
+    """Timings of eager, torch.compile (when it compiled) and the candidate, in ms."""
+    fns: dict[str, Callable[[], Any]] = {"eager": lambda: reference(*args)}
+    if compiled is not None:
+        fns["compile"] = lambda: compiled(*args)
+    fns["candidate"] = lambda: candidate(*args)
     with torch.no_grad():
-        fns["eager"] = lambda: reference(*args)
-        if compile_:
-            try:
-                compiled = torch.compile(reference)
-                compiled(*args)
-                torch.cuda.synchronize()
-                fns["compile"] = lambda: compiled(*args)
-            except Exception as exc:  # a baseline that does not compile is a note, not a failure
-                compile_error = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
-        fns["candidate"] = lambda: candidate(*args)
         timings: dict[str, Any] = time_callables(fns)
         eager, cand = timings["eager"]["median_ms"], timings["candidate"]["median_ms"]
         if eager / cand > RECHECK_SPEEDUP:
@@ -109,7 +119,6 @@ def time_all(reference: torch.nn.Module, candidate: torch.nn.Module, args: list[
             if again["candidate"]["median_ms"] > cand:
                 timings["candidate"] = again["candidate"]
             timings["rechecked"] = True
-    timings["compile_error"] = compile_error
     return timings
 
 

@@ -163,6 +163,7 @@ def match_entry(entries: dict[str, ModuleEntry], rel_path: str, class_name: str)
 
 
 def make_value(spec: Spec, gen: torch.Generator, device: str) -> Any:
+    """A fresh value for ``spec``, drawn on ``device`` (large inputs never pass through host memory)."""
     import torch
 
     if "value" in spec:
@@ -170,22 +171,23 @@ def make_value(spec: Spec, gen: torch.Generator, device: str) -> Any:
     t = spec["tensor"]
     shape, dtype = t["shape"], getattr(torch, t["dtype"])
     dist = t.get("dist", "normal")
+    draw = torch.float64 if dtype == torch.float64 else torch.float32
     if dist == "randint":
-        out = torch.randint(int(t["low"]), int(t["high"]), shape, generator=gen, dtype=dtype)
-    elif dist == "bool":
-        out = torch.rand(shape, generator=gen) < 0.5
-    elif dist == "uniform":
+        return torch.randint(int(t["low"]), int(t["high"]), shape, generator=gen, dtype=dtype, device=device)
+    if dist == "bool":
+        return torch.rand(shape, generator=gen, device=device) < 0.5
+    if dist == "uniform":
         low, high = float(t.get("low", 0.0)), float(t.get("high", 1.0))
-        out = (torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low).to(dtype)
+        out = torch.rand(shape, generator=gen, dtype=draw, device=device) * (high - low) + low
     else:
-        out = torch.randn(shape, generator=gen, dtype=torch.float64).to(dtype)
-    return out.to(device)
+        out = torch.randn(shape, generator=gen, dtype=draw, device=device)
+    return out.to(dtype)
 
 
 def make_values(specs: list[Spec], seed: int, device: str) -> list[Any]:
     import torch
 
-    gen = torch.Generator().manual_seed(seed)
+    gen = torch.Generator(device=device).manual_seed(seed)
     return [make_value(s, gen, device) for s in specs]
 
 
