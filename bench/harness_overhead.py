@@ -43,8 +43,9 @@ def main() -> None:
     settings = pipeline.Settings(device=args.device, compile_baseline=False)
     problems, _ = pipeline.problems_for(str(ROOT / "tests/problems/add_relu.py"), str(ROOT), "Model")
     problem = problems[0]
-    cand = next(c for c in FilesGenerator(ROOT / "tests/candidates/add_relu").generate(problem, 1)
-                if c.id == "ok.py")
+    cand = next(
+        c for c in FilesGenerator(ROOT / "tests/candidates/add_relu").generate(problem, 1) if c.id == "ok.py"
+    )
     limits = sandbox.Limits(120, 8192)
     with pipeline._cache_dirs(args.device) as env:
         prep = pipeline._prepare(problem, settings, env)
@@ -54,7 +55,8 @@ def main() -> None:
             "sandbox + torch/triton import": lambda: sandbox.run("runners.verify:noop", {}, limits, env=env),
             "prepare (reference, inputs, shapes)": lambda: pipeline._prepare(problem, settings, env),
             "evaluate one correct candidate": lambda: pipeline.evaluate_candidate(
-                problem, cand, prep, settings, env),
+                problem, cand, prep, settings, env
+            ),
         }
         print(f"| step ({args.device}, {args.repeat} runs) | median s | min s | max s |")
         print("|---|---|---|---|")

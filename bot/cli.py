@@ -30,13 +30,20 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = sub.add_parser("run", help="generate, verify and time Triton candidates for modules")
     run.add_argument("targets", nargs="+", metavar="TARGET", help="path/to/file.py or path/to/file.py::Class")
-    run.add_argument("--generator", action="append", dest="generators", metavar="NAME",
-                     help="candidate generator (repeatable; default: files)")
+    run.add_argument(
+        "--generator",
+        action="append",
+        dest="generators",
+        metavar="NAME",
+        help="candidate generator (repeatable; default: files)",
+    )
     run.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
     run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     run.add_argument("--config", metavar="FILE", help="repository config (.github/kernelize.yml format)")
     run.add_argument("--samples", type=int, default=4, help="candidates asked of each sampling generator")
-    run.add_argument("--min-speedup", type=float, default=1.05, help="a speedup must reach this (default 1.05)")
+    run.add_argument(
+        "--min-speedup", type=float, default=1.05, help="a speedup must reach this (default 1.05)"
+    )
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
     run.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
     run.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
@@ -107,15 +114,25 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     try:
-        generators = [make_generator(name, {"candidates": args.candidates})
-                      for name in (args.generators or ["files"])]
+        generators = [
+            make_generator(name, {"candidates": args.candidates}) for name in (args.generators or ["files"])
+        ]
     except GeneratorError as exc:
         raise UserError(str(exc)) from None
 
-    settings = pipeline.Settings(device=device, timeout_s=args.timeout, memory_mb=args.memory,
-                                 min_speedup=args.min_speedup, samples=args.samples,
-                                 compile_baseline=not args.no_compile)
-    progress = (lambda _: None) if args.quiet else (lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True))
+    settings = pipeline.Settings(
+        device=device,
+        timeout_s=args.timeout,
+        memory_mb=args.memory,
+        min_speedup=args.min_speedup,
+        samples=args.samples,
+        compile_baseline=not args.no_compile,
+    )
+    progress = (
+        (lambda _: None)
+        if args.quiet
+        else (lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True))
+    )
     report = RunReport(device=pipeline.describe_device(device), min_speedup=args.min_speedup)
     for problem in problems:
         report.modules.append(pipeline.kernelize(problem, generators, settings, progress))

@@ -39,12 +39,16 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
     }
 
 
+def _event() -> torch.cuda.Event:
+    return torch.cuda.Event(enable_timing=True)  # type: ignore[no-untyped-call]
+
+
 class Timer:
     def __init__(self) -> None:
         self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
 
     def estimate_ms(self, fn: Callable[[], Any]) -> float:
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start, end = _event(), _event()
         fn()
         torch.cuda.synchronize()
         start.record()
@@ -52,7 +56,7 @@ class Timer:
             fn()
         end.record()
         torch.cuda.synchronize()
-        return max(start.elapsed_time(end) / 5, 1e-3)
+        return max(float(start.elapsed_time(end)) / 5, 1e-3)
 
     def warm(self, fn: Callable[[], Any]) -> float:
         est = self.estimate_ms(fn)
@@ -62,8 +66,8 @@ class Timer:
         return est
 
     def samples(self, fn: Callable[[], Any], n: int) -> list[float]:
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        starts = [_event() for _ in range(n)]
+        ends = [_event() for _ in range(n)]
         for i in range(n):
             self.flush.zero_()
             starts[i].record()
@@ -73,7 +77,9 @@ class Timer:
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
 
-def time_callables(fns: dict[str, Callable[[], Any]], rounds: int = ROUNDS) -> dict[str, dict[str, float | int]]:
+def time_callables(
+    fns: dict[str, Callable[[], Any]], rounds: int = ROUNDS
+) -> dict[str, dict[str, float | int]]:
     timer = Timer()
     runs = {}
     for name, fn in fns.items():
@@ -86,7 +92,9 @@ def time_callables(fns: dict[str, Callable[[], Any]], rounds: int = ROUNDS) -> d
     return {name: summarize(s) for name, s in samples.items()}
 
 
-def compile_baseline(reference: torch.nn.Module, args: list[Any]) -> tuple[Callable[..., Any] | None, str | None]:
+def compile_baseline(
+    reference: torch.nn.Module, args: list[Any]
+) -> tuple[Callable[..., Any] | None, str | None]:
     """``torch.compile`` of the original, compiled and run once; or None and why it failed."""
     try:
         compiled = torch.compile(reference)

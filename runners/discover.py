@@ -55,9 +55,12 @@ def _torch_names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
                 local = alias.asname or alias.name
                 if node.module == "torch" and alias.name == "nn":
                     nn_names.add(local)
-                elif node.module in ("torch.nn", "torch.nn.modules", "torch.nn.modules.module"):
-                    if alias.name not in _NOT_MODULES and alias.name[:1].isupper():
-                        class_names.add(local)
+                elif (
+                    node.module in ("torch.nn", "torch.nn.modules", "torch.nn.modules.module")
+                    and alias.name not in _NOT_MODULES
+                    and alias.name[:1].isupper()
+                ):
+                    class_names.add(local)
     return torch_names, nn_names, class_names
 
 

@@ -275,8 +275,20 @@ _INT_GUESSES = {
 }
 _NAME_GUESSES: dict[str, Any] = {n: v for v, names in _INT_GUESSES.items() for n in names.split()}
 _NAME_GUESSES.update(
-    eps=1e-5, p=0.0, dropout=0.0, dropout_p=0.0, bias=True, scale=1.0, alpha=1.0, beta=1.0,
-    negative_slope=0.01, padding=1, dilation=1, groups=1, inplace=False, affine=True,
+    eps=1e-5,
+    p=0.0,
+    dropout=0.0,
+    dropout_p=0.0,
+    bias=True,
+    scale=1.0,
+    alpha=1.0,
+    beta=1.0,
+    negative_slope=0.01,
+    padding=1,
+    dilation=1,
+    groups=1,
+    inplace=False,
+    affine=True,
 )
 _AXIS_NAMES = {"dim", "axis"}
 
@@ -303,7 +315,9 @@ def guess_init_kwargs(cls: type) -> tuple[list[dict[str, Any]], str | None]:
     return options, None
 
 
-def guess_input_specs(module: torch.nn.Module, n_inputs: int, init_kwargs: dict[str, Any]) -> list[list[Spec]]:
+def guess_input_specs(
+    module: torch.nn.Module, n_inputs: int, init_kwargs: dict[str, Any]
+) -> list[list[Spec]]:
     """Forward inputs to try, shaped for the module's first layer."""
     import torch.nn as nn
 
@@ -347,7 +361,9 @@ def guesses(cls: type) -> tuple[list[tuple[dict[str, Any], str]], str | None]:
     return [(o, "constructor guessed from argument names") for o in options], why_not
 
 
-def snippet(class_name: str, rel_path: str, init_params: tuple[str, ...], forward_params: tuple[str, ...]) -> str:
+def snippet(
+    class_name: str, rel_path: str, init_params: tuple[str, ...], forward_params: tuple[str, ...]
+) -> str:
     """What to paste to make a module buildable: KernelBench functions or a config entry."""
     init = [p for p in init_params if not p.startswith("*")]
     fwd = [p for p in forward_params if not p.startswith("*")] or ["x"]

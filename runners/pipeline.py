@@ -60,22 +60,39 @@ def describe_device(device: str) -> DeviceInfo:
         with contextlib.suppress(OSError, IndexError):
             import subprocess
 
-            driver = subprocess.run(
-                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                capture_output=True, text=True, timeout=20, check=False,
-            ).stdout.strip().splitlines()[0]
-        return DeviceInfo("cuda", props.name, torch.__version__, triton.__version__, driver, torch.version.cuda)
+            driver = (
+                subprocess.run(
+                    ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                    capture_output=True,
+                    text=True,
+                    timeout=20,
+                    check=False,
+                )
+                .stdout.strip()
+                .splitlines()[0]
+            )
+        return DeviceInfo(
+            "cuda", props.name, torch.__version__, triton.__version__, driver, torch.version.cuda
+        )
     import platform
 
-    return DeviceInfo("cpu", platform.processor() or platform.machine(), torch.__version__,
-                      triton.__version__, interpreter=True)
+    return DeviceInfo(
+        "cpu",
+        platform.processor() or platform.machine(),
+        torch.__version__,
+        triton.__version__,
+        interpreter=True,
+    )
 
 
 @contextlib.contextmanager
 def _cache_dirs(device: str) -> Iterator[dict[str, str]]:
     """Per-run compiler caches: shared by this run's sandboxes, gone afterwards (no cross-PR poisoning)."""
     root = tempfile.mkdtemp(prefix="kernelize-cache-")
-    env = {"TRITON_CACHE_DIR": os.path.join(root, "triton"), "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor")}
+    env = {
+        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
+    }
     if device == "cpu":
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
     try:
@@ -97,16 +114,23 @@ def kernelize(
         if not prep.get("ok"):
             report.status = "skipped"
             report.reason = str(prep.get("reason", "could not build the module"))
-            report.snippet = snippet(problem.class_name, problem.rel_path,
-                                     problem.module.init_params, problem.module.forward_params)
+            report.snippet = snippet(
+                problem.class_name,
+                problem.rel_path,
+                problem.module.init_params,
+                problem.module.forward_params,
+            )
             progress(f"{problem.target}: skipped: {report.reason}")
             return report
         build = prep["build"]
         report.build_source = build["source"]
         report.init_args = [s.get("value", s.get("tensor")) for s in build["init_args"]]
         report.init_kwargs = {k: s.get("value", s.get("tensor")) for k, s in build["init_kwargs"].items()}
-        report.inputs = [TensorInfo(list(s["tensor"]["shape"]), s["tensor"]["dtype"])
-                         for s in build["inputs"] if "tensor" in s]
+        report.inputs = [
+            TensorInfo(list(s["tensor"]["shape"]), s["tensor"]["dtype"])
+            for s in build["inputs"]
+            if "tensor" in s
+        ]
 
         candidates = _collect(problem, generators, settings, report, progress)
         for i, cand in enumerate(candidates, 1):
@@ -114,8 +138,10 @@ def kernelize(
             result = evaluate_candidate(problem, cand, prep, settings, env)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
-            progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
-                     f"{result.status.value}{extra}")
+            progress(
+                f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
+                f"{result.status.value}{extra}"
+            )
     choose_best(report, settings)
     return report
 
@@ -129,31 +155,50 @@ def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[
         "class_name": problem.class_name,
         "config_entry": entry.__dict__ if isinstance(entry, ModuleEntry) else None,
     }
-    res = sandbox.run("runners.verify:prepare", req,
-                      sandbox.Limits(settings.timeout_s, settings.memory_mb), env=env, python=settings.python)
+    res = sandbox.run(
+        "runners.verify:prepare",
+        req,
+        sandbox.Limits(settings.timeout_s, settings.memory_mb),
+        env=env,
+        python=settings.python,
+    )
     if res.outcome != "ok" or res.payload is None:
         return {"ok": False, "reason": f"the module itself failed: {res.reason}"}
     return res.payload
 
 
-def _collect(problem: Problem, generators: list[Generator], settings: Settings,
-             report: ModuleReport, progress: Progress) -> list[Candidate]:
+def _collect(
+    problem: Problem,
+    generators: list[Generator],
+    settings: Settings,
+    report: ModuleReport,
+    progress: Progress,
+) -> list[Candidate]:
     out: list[Candidate] = []
     for gen in generators:
         try:
             got = gen.generate(problem, settings.samples)
         except GeneratorError as exc:
-            report.candidates.append(CandidateResult(f"{gen.name}", gen.name, Status.ERROR, f"generator: {exc}"))
+            report.candidates.append(
+                CandidateResult(f"{gen.name}", gen.name, Status.ERROR, f"generator: {exc}")
+            )
             continue
         progress(f"{problem.target}: {gen.name} gave {len(got)} candidate(s)")
         out.extend(got)
     return out
 
 
-def evaluate_candidate(problem: Problem, cand: Candidate, prep: dict[str, Any],
-                       settings: Settings, env: dict[str, str]) -> CandidateResult:
-    result = CandidateResult(cand.id, cand.generator, Status.ERROR, source_sha256=cand.sha256,
-                             source_path=cand.provenance.get("path"), provenance=cand.provenance)
+def evaluate_candidate(
+    problem: Problem, cand: Candidate, prep: dict[str, Any], settings: Settings, env: dict[str, str]
+) -> CandidateResult:
+    result = CandidateResult(
+        cand.id,
+        cand.generator,
+        Status.ERROR,
+        source_sha256=cand.sha256,
+        source_path=cand.provenance.get("path"),
+        provenance=cand.provenance,
+    )
     if cand.error:
         result.reason = cand.error
         return result
@@ -172,8 +217,13 @@ def evaluate_candidate(problem: Problem, cand: Candidate, prep: dict[str, Any],
             "returns_input": prep["returns_input"],
             "compile": settings.compile_baseline,
         }
-        res = sandbox.run("runners.verify:evaluate", req,
-                          sandbox.Limits(settings.timeout_s, settings.memory_mb), env=env, python=settings.python)
+        res = sandbox.run(
+            "runners.verify:evaluate",
+            req,
+            sandbox.Limits(settings.timeout_s, settings.memory_mb),
+            env=env,
+            python=settings.python,
+        )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]
     if res.outcome == "timeout":
@@ -237,8 +287,9 @@ def choose_best(report: ModuleReport, settings: Settings) -> None:
         )
 
 
-def problems_for(path: str, root: str, class_name: str | None,
-                 entries: dict[str, ModuleEntry] | None = None) -> tuple[list[Problem], list[ModuleClass]]:
+def problems_for(
+    path: str, root: str, class_name: str | None, entries: dict[str, ModuleEntry] | None = None
+) -> tuple[list[Problem], list[ModuleClass]]:
     """Problems for one target file (all its module classes, or the one named)."""
     from runners.inputs import match_entry
 
@@ -251,8 +302,15 @@ def problems_for(path: str, root: str, class_name: str | None,
         rel = Path(path).as_posix()
     chosen = [m for m in modules if class_name in (None, m.name)]
     problems = [
-        Problem(str(file), str(Path(root).resolve()), rel, m.name, source, m,
-                match_entry(entries or {}, rel, m.name))
+        Problem(
+            str(file),
+            str(Path(root).resolve()),
+            rel,
+            m.name,
+            source,
+            m,
+            match_entry(entries or {}, rel, m.name),
+        )
         for m in chosen
     ]
     return problems, modules

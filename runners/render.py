@@ -62,14 +62,27 @@ def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
 
 
 def text_table(report: RunReport, width: int = 60) -> str:
-    header = ["module", "candidate", "generator", "status", "reason", "max err",
-              "ms", "eager ms", "vs eager", "vs compile"]
+    header = [
+        "module",
+        "candidate",
+        "generator",
+        "status",
+        "reason",
+        "max err",
+        "ms",
+        "eager ms",
+        "vs eager",
+        "vs compile",
+    ]
     rows = []
     for m in report.modules:
         rows += [_row(m, c) for c in m.candidates] or [_row(m, None)]
     clipped = [[cell if len(cell) <= width else cell[: width - 1] + "…" for cell in r] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in clipped)) for i, h in enumerate(header)]
-    line = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()  # noqa: E731
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)).rstrip()
+
     out = [line(header), line(["-" * w for w in widths]), *map(line, clipped)]
     dev = report.device
     timing = "timed on " + dev.name if dev.kind == "cuda" else "not timed (no GPU): Triton interpreter"

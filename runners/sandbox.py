@@ -122,7 +122,9 @@ def _describe_signal(rc: int) -> str:
 
 # The child's first lines run before anything else is imported: isolate,
 # limit, then hand over to the target function.
-_BOOTSTRAP = "import sys; sys.path.insert(0, sys.argv[1]); from runners.sandbox import _child_main; _child_main()"
+_BOOTSTRAP = (
+    "import sys; sys.path.insert(0, sys.argv[1]); from runners.sandbox import _child_main; _child_main()"
+)
 
 
 def run(
@@ -144,7 +146,14 @@ def run(
     try:
         with open(out_path, "wb") as out:
             proc = subprocess.Popen(
-                [python or sys.executable, "-I", "-c", _BOOTSTRAP, str(PROJECT_ROOT), str(write_fd)],
+                [
+                    python or sys.executable,
+                    "-I",
+                    "-c",
+                    _BOOTSTRAP,
+                    str(PROJECT_ROOT),
+                    str(write_fd),
+                ],
                 cwd=workdir,
                 env=child_env(env or {}, workdir),
                 stdin=subprocess.DEVNULL,
@@ -240,7 +249,13 @@ def _isolate() -> list[str]:
     return done
 
 
-_NET_EVENTS = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo"}
+_NET_EVENTS = {
+    "socket.connect",
+    "socket.bind",
+    "socket.sendto",
+    "socket.sendmsg",
+    "socket.getaddrinfo",
+}
 
 
 def _deny_network(event: str, args: tuple[Any, ...]) -> None:
