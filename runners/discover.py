@@ -45,11 +45,10 @@ def _torch_names(tree: ast.Module) -> tuple[set[str], set[str], set[str]]:
             for alias in node.names:
                 if alias.name == "torch":
                     torch_names.add(alias.asname or "torch")
-                elif alias.name == "torch.nn":
-                    if alias.asname:
-                        nn_names.add(alias.asname)
-                    else:
-                        torch_names.add("torch")
+                elif alias.name == "torch.nn" and alias.asname:
+                    nn_names.add(alias.asname)
+                elif alias.name.startswith("torch.") and not alias.asname:
+                    torch_names.add("torch")  # `import torch.nn.functional` binds `torch`
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             for alias in node.names:
                 local = alias.asname or alias.name

@@ -147,12 +147,19 @@ def load_module_entries(path: str, text: str | None = None) -> dict[str, ModuleE
     return entries
 
 
+def _clean_path(path: str) -> str:
+    path = path.replace("\\", "/")
+    while path.startswith("./"):
+        path = path[2:]
+    return path.lstrip("/")
+
+
 def match_entry(entries: dict[str, ModuleEntry], rel_path: str, class_name: str) -> ModuleEntry | None:
     """The entry for ``rel_path::class_name``; a key may name the path relative to any parent."""
-    rel = rel_path.replace("\\", "/").lstrip("./")
+    rel = _clean_path(rel_path)
     for key, entry in entries.items():
         path, _, cls = key.rpartition("::")
-        path = path.replace("\\", "/").lstrip("./")
+        path = _clean_path(path)
         if cls == class_name and (rel == path or rel.endswith("/" + path)):
             return entry
     return None

@@ -191,6 +191,9 @@ def _watch(proc: subprocess.Popen[bytes], limits: Limits) -> str | None:
     while True:
         try:
             proc.wait(timeout=0.05)
+            # Whatever the evaluation started dies with it: nothing outlives its sandbox.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
             return None
         except subprocess.TimeoutExpired:
             pass

@@ -27,6 +27,7 @@ import builtins
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import math
 import os
 import sys
@@ -89,7 +90,7 @@ FORBIDDEN_ATTRS = frozenset(
     """
     Stream stream set_stream ExternalStream CUDAGraph graph graphs _set_stream
     __globals__ __builtins__ __subclasses__ __code__ __dict__ environ system popen
-    modules _getframe
+    modules _getframe multiprocessing Process Pool start_new_thread _start_new_thread fork setsid
     """.split()
 )
 
@@ -258,6 +259,9 @@ def screen_source(source: str) -> str | None:
             root = t
             while isinstance(root, ast.Attribute | ast.Subscript):
                 root = root.value
+            if t is not root and not isinstance(root, ast.Name):
+                line = getattr(node, "lineno", "?")
+                return f"line {line}: assigns an attribute of a computed object (monkey-patching)"
             if t is not root and isinstance(root, ast.Name) and root.id in module_aliases:
                 line = getattr(node, "lineno", "?")
                 return f"line {line}: assigns into module {root.id!r} (monkey-patching)"
@@ -288,23 +292,46 @@ def _watched() -> dict[str, Any]:
     return mods
 
 
+def _callables(obj: Any) -> dict[str, int]:
+    """Identities of the callables reachable on ``obj``; for classes, inherited ones too,
+    so shadowing ``Tensor.abs`` (defined on ``TensorBase``) with a new attribute is seen."""
+    if isinstance(obj, type):
+        out = {}
+        for name in dir(obj):
+            try:
+                value = inspect.getattr_static(obj, name)
+            except AttributeError:
+                continue
+            if callable(value) or isinstance(value, staticmethod | classmethod | property):
+                out[name] = id(value)
+        return out
+    return {k: id(v) for k, v in list(vars(obj).items()) if callable(v)}
+
+
 def snapshot() -> dict[str, dict[str, int]]:
     """Identities of the callables we rely on (module state like ``torch.cuda._initialized`` may change)."""
-    return {
-        name: {k: id(v) for k, v in list(vars(obj).items()) if callable(v)}
-        for name, obj in _watched().items()
-    }
+    return {name: _callables(obj) for name, obj in _watched().items()}
 
 
 def patched_since(before: dict[str, dict[str, int]]) -> str | None:
     for name, obj in _watched().items():
-        now = vars(obj)
+        now = _callables(obj)
         for key, ident in before.get(name, {}).items():
             if key not in now:
                 return f"{name}.{key} was deleted"
-            if id(now[key]) != ident and not key.startswith("__"):
+            if now[key] != ident and not (key.startswith("__") and not isinstance(obj, type)):
                 return f"{name}.{key} was replaced (monkey-patching)"
     return None
+
+
+def comparison_still_works(device: str) -> None:
+    """A tamper canary: a comparison that must fail. If it passes, the checker was subverted."""
+    ref = torch.linspace(1.0, 2.0, 64, device=device)
+    try:
+        compare(ref + 1, ref.double(), ref, "self-test", False, device)
+    except Mismatch:
+        return
+    raise Reject("check 6: the checker's own comparison was tampered with")
 
 
 # ---------------------------------------------------------------------------
@@ -605,20 +632,34 @@ _CANDIDATE_THREADS: list[str] = []
 
 
 def _install_thread_watch(candidate_file: str) -> None:
-    """Record threads started from the candidate's own code (torch.compile starts its own, legitimately)."""
-    original = threading.Thread.start
+    """Record threads started from the candidate's own code, however they are started.
+
+    torch.compile starts worker threads of its own, legitimately, so a thread
+    counts against the candidate only when its code is on the starting stack.
+    Every Python thread starts through ``_thread.start_new_thread`` (also behind
+    ``threading.Thread.start``), so that is where we look.
+    """
+    import _thread
+
     target = str(Path(candidate_file).resolve())
 
-    def start(self: threading.Thread) -> None:
-        frame = sys._getframe(1)
-        while frame is not None:
-            if frame.f_code.co_filename == target:
-                _CANDIDATE_THREADS.append(f"{self.name} (line {frame.f_lineno})")
-                break
-            frame = frame.f_back  # type: ignore[assignment]
-        original(self)
+    def watch(original: Any) -> Any:
+        def start(*args: Any, **kwargs: Any) -> Any:
+            frame = sys._getframe(1)
+            while frame is not None:
+                if frame.f_code.co_filename == target:
+                    _CANDIDATE_THREADS.append(f"line {frame.f_lineno}")
+                    break
+                frame = frame.f_back  # type: ignore[assignment]
+            return original(*args, **kwargs)
 
-    threading.Thread.start = start  # type: ignore[method-assign]
+        return start
+
+    names = ("start_new_thread", "_start_new_thread", "start_joinable_thread", "_start_joinable_thread")
+    for owner in (_thread, threading):
+        for name in names:
+            if hasattr(owner, name):
+                setattr(owner, name, watch(getattr(owner, name)))
 
 
 def evaluate(req: dict[str, Any]) -> dict[str, Any]:
@@ -695,6 +736,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         if PROBE.launches == 0:
             raise Reject(f"check 5: no Triton kernel was launched by forward ({where})")
         _integrity(before, where)
+        comparison_still_works(device)
         for i, (a, s) in enumerate(zip(args, saved, strict=True)):
             if isinstance(a, torch.Tensor) and not torch.equal(a, s):
                 raise Reject(f"check 4: forward modifies input {i} in place ({where})")

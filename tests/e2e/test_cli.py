@@ -1,0 +1,687 @@
+"""The real ``kernelize run`` CLI, end to end, on CPU (Triton interpreter, untimed).
+
+Every CLI invocation runs once, in a module-scoped fixture, and the tests
+read its JSON report. Each sandboxed evaluation starts a fresh Python that
+imports torch and Triton (~4 s), so the add_relu run alone takes ~90 s.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import secrets
+import shutil
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+import triton
+
+from runners.results import REPORT_VERSION, report_from_dict, to_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBLEMS = ROOT / "tests" / "problems"
+CANDIDATES = ROOT / "tests" / "candidates"
+
+
+@dataclass
+class Run:
+    rc: int
+    stdout: str
+    stderr: str
+    report: dict[str, Any] = field(default_factory=dict)
+    markdown: str = ""
+    json_text: str = ""
+
+    def module(self, class_name: str) -> dict[str, Any]:
+        return next(m for m in self.report["modules"] if m["class_name"] == class_name)
+
+    def candidates(self, class_name: str = "Model") -> dict[str, dict[str, Any]]:
+        return {c["id"]: c for c in self.module(class_name)["candidates"]}
+
+
+def kernelize(
+    cli, out_dir: Path, args: list[str], env: dict[str, str] | None = None, markdown: bool = False
+) -> Run:
+    json_path = out_dir / "report.json"
+    extra = ["--json", str(json_path)]
+    if markdown:
+        extra += ["--markdown", str(out_dir / "report.md")]
+    rc, stdout, stderr = cli(["run", *args, *extra], env=env)
+    run = Run(rc, stdout, stderr)
+    if json_path.exists():
+        run.json_text = json_path.read_text(encoding="utf-8")
+        run.report = json.loads(run.json_text)
+    if markdown and (out_dir / "report.md").exists():
+        run.markdown = (out_dir / "report.md").read_text(encoding="utf-8")
+    return run
+
+
+def assert_user_error(rc: int, stdout: str, stderr: str, *fragments: str) -> str:
+    assert rc == 2, (stdout, stderr)
+    assert "Traceback" not in stderr and "Traceback" not in stdout
+    lines = stderr.splitlines()
+    assert len(lines) == 1, stderr
+    assert lines[0].startswith("kernelize: error: ")
+    for fragment in fragments:
+        assert fragment in lines[0]
+    return lines[0]
+
+
+# ---------------------------------------------------------------------------
+# add_relu: the whole zoo of candidates, one run
+
+
+@pytest.fixture(scope="module")
+def add_relu(cli, tmp_path_factory) -> Run:
+    out = tmp_path_factory.mktemp("add_relu")
+    return kernelize(
+        cli,
+        out,
+        [
+            "tests/problems/add_relu.py",
+            "--candidates",
+            "tests/candidates/add_relu",
+            "--timeout",
+            "20",
+            "--memory",
+            "4096",
+        ],
+        markdown=True,
+    )
+
+
+ADD_RELU_FILES = sorted(p.name for p in (CANDIDATES / "add_relu").glob("*.py"))
+
+
+def test_add_relu_run_completes(add_relu):
+    assert add_relu.rc == 0, add_relu.stderr
+    assert "Traceback" not in add_relu.stderr
+    assert add_relu.report["version"] == REPORT_VERSION == 1
+    m = add_relu.module("Model")
+    assert m["target"] == "tests/problems/add_relu.py::Model"
+    assert m["file"] == "tests/problems/add_relu.py"
+    assert m["status"] == "ok"
+    assert m["build_source"] == "kernelbench"
+    assert m["inputs"] == [{"shape": [16, 100], "dtype": "float32"}] * 2
+    assert m["init_args"] == [] and m["init_kwargs"] == {}
+    assert m["baselines"] == {"eager_ms": None, "compile_ms": None, "compile_error": None}
+    assert m["best"] == "ok.py"
+    assert sorted(add_relu.candidates()) == ADD_RELU_FILES  # each file evaluated exactly once
+    assert len(m["candidates"]) == len(ADD_RELU_FILES)
+
+
+def test_add_relu_device_is_the_cpu_interpreter(add_relu):
+    dev = add_relu.report["device"]
+    assert dev["kind"] == "cpu"
+    assert dev["interpreter"] is True
+    assert dev["torch"] == torch.__version__
+    assert dev["triton"] == triton.__version__
+    assert dev["name"]
+
+
+def test_ok_is_correct(add_relu):
+    ok = add_relu.candidates()["ok.py"]
+    assert ok["status"] == "correct", ok["reason"]
+    assert ok["reason"] == ""
+    assert ok["generator"] == "files"
+    assert ok["max_abs_error"] is not None and ok["max_abs_error"] < 1e-5
+    assert ok["max_rel_error"] is not None
+    assert ok["triton_launches"] >= 1
+    assert ok["torch_ops_kept"] == []
+    # CPU: nothing is timed.
+    assert ok["median_ms"] is None
+    assert ok["speedup_vs_eager"] is None and ok["speedup_vs_compile"] is None
+    assert ok["verdict"] == "not measured"
+    assert ok["timings"] == {}
+    # Three seeds at the example's shape, then the other shapes.
+    assert ok["shapes_checked"][:3] == [[[16, 100], [16, 100]]] * 3
+    for variant in ([[32, 100], [32, 100]], [[16, 151], [16, 151]], [[25, 100], [25, 100]]):
+        assert variant in ok["shapes_checked"]
+    source = (CANDIDATES / "add_relu" / "ok.py").read_bytes()
+    assert ok["source_sha256"] == hashlib.sha256(source).hexdigest()
+
+
+EXPECTED_ADD_RELU = [
+    # (candidate, status, fragments of the reason, in order)
+    ("wrong.py", "incorrect", ["seed 0", "max abs error", "(float32)"]),
+    (
+        "decoration.py",
+        "rejected",
+        ["check 5", "every PyTorch compute op", "(add, relu)", "decoration"],
+    ),
+    ("no_kernel.py", "rejected", ["check 5", "no Triton kernel was launched", "seed 0"]),
+    ("mutate.py", "rejected", ["check 4", "modifies input 0 in place", "seed 0"]),
+    (
+        "reused_buffer.py",
+        "rejected",
+        ["check 4", "same output memory as an earlier call", "seed 1"],
+    ),
+    # cached.py replays its first answer: the second call launches nothing, so check 5
+    # rejects it (before the numbers could expose it).
+    ("cached.py", "rejected", ["check 5", "no Triton kernel was launched", "seed 1"]),
+    # Past its baked-in 1600 elements the output is uninitialised memory: the evidence is
+    # garbage (a huge error or NaN), but always at the doubled batch.
+    ("baked_shape.py", "incorrect", ["shape [[32, 100], [32, 100]]: output: "]),
+    ("infinite_loop.py", "timeout", ["check 7", "exceeded the 20 s time limit"]),
+    ("abort.py", "crashed", ["check 7", "SIGABRT"]),
+    ("segfault.py", "crashed", ["check 7", "SIGSEGV"]),
+    ("imports_os.py", "rejected", ["check 6 (static screen)", "line 24", "imports 'os'"]),
+    ("needs_cuda.py", "error", ["needs a CUDA device", "CUDA"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "status", "fragments"), EXPECTED_ADD_RELU, ids=[e[0] for e in EXPECTED_ADD_RELU]
+)
+def test_add_relu_candidate_verdict(add_relu, name, status, fragments):
+    c = add_relu.candidates()[name]
+    assert c["status"] == status, c["reason"]
+    pos = 0
+    for fragment in fragments:
+        found = c["reason"].find(fragment, pos)
+        assert found >= 0, f"{fragment!r} not in {c['reason']!r}"
+        pos = found
+    # A failed candidate carries no measurements and is never the best.
+    assert c["median_ms"] is None and c["speedup_vs_eager"] is None
+    assert add_relu.module("Model")["best"] != name
+
+
+def test_memory_hog_breaks_the_memory_limit(add_relu):
+    c = add_relu.candidates()["memory_hog.py"]
+    assert c["status"] in ("error", "crashed")
+    assert "memory" in c["reason"]
+    assert "check 7" in c["reason"]
+
+
+def test_timeout_is_enforced_promptly(add_relu):
+    c = add_relu.candidates()["infinite_loop.py"]
+    assert 20 <= c["wall_s"] < 35
+
+
+def test_add_relu_stdout_table_and_progress(add_relu):
+    assert "ok.py *" in add_relu.stdout  # the best is starred
+    assert "not timed (no GPU): Triton interpreter" in add_relu.stdout
+    assert (
+        "kernelize: tests/problems/add_relu.py::Model: building the module and its inputs" in add_relu.stderr
+    )
+    assert f"files gave {len(ADD_RELU_FILES)} candidate(s)" in add_relu.stderr
+
+
+def test_markdown_report(add_relu):
+    md = add_relu.markdown
+    assert md.startswith("# Kernelize report")
+    assert (
+        "| candidate | generator | status | max abs err | ms | vs eager | vs compile | "
+        "PyTorch ops kept | notes |"
+    ) in md
+    assert "not measured" in md
+    assert "## `tests/problems/add_relu.py::Model`" in md
+    assert "| **ok.py** | files | correct |" in md
+    assert "Best: **ok.py**." in md
+
+
+CANDIDATE_KEYS = {
+    "id",
+    "generator",
+    "status",
+    "reason",
+    "max_abs_error",
+    "max_rel_error",
+    "median_ms",
+    "speedup_vs_eager",
+    "speedup_vs_compile",
+    "torch_ops_kept",
+    "source_sha256",
+}
+MODULE_KEYS = {
+    "target",
+    "file",
+    "class_name",
+    "init_args",
+    "inputs",
+    "baselines",
+    "candidates",
+    "best",
+}
+
+
+def test_json_report_schema(add_relu):
+    d = add_relu.report
+    assert d["version"] == 1
+    assert {"version", "device", "modules"} <= set(d)
+    assert {"kind", "name", "torch", "triton"} <= set(d["device"])
+    assert len(d["modules"]) == 1
+    m = d["modules"][0]
+    assert set(m) >= MODULE_KEYS
+    assert {"eager_ms", "compile_ms"} <= set(m["baselines"])
+    for t in m["inputs"]:
+        assert set(t) == {"shape", "dtype"}
+    for c in m["candidates"]:
+        assert set(c) >= CANDIDATE_KEYS, c["id"]
+        assert len(c["source_sha256"]) == 64
+        assert isinstance(c["torch_ops_kept"], list)
+
+
+def test_json_report_round_trips(add_relu):
+    report = report_from_dict(add_relu.report)
+    assert to_dict(report) == add_relu.report
+    assert report.modules[0].best_candidate() is not None
+    assert report.modules[0].best_candidate().id == "ok.py"
+    with pytest.raises(ValueError, match="report version 2 is not 1"):
+        report_from_dict({**add_relu.report, "version": 2})
+
+
+# ---------------------------------------------------------------------------
+# Hostile candidates: secrets, network, a blinded checker
+
+
+CANARY = '''
+import torch
+import triton
+
+
+class ModelNew(torch.nn.Module):
+    """Looks for the parent's secrets and reports them in its exception and on stdout.
+
+    Reads torch.os.environ via getattr: the literal attribute would be refused by
+    the static screen before anything ran.
+    """
+
+    def forward(self, x, y):
+        os_ = torch.os
+        env = getattr(os_, "env" + "iron")
+        found = ["env:" + repr(env.get("KERNELIZE_CANARY"))]
+        dump = repr(dict(env))
+        try:
+            fd = os_.open("/proc/%d/environ" % os_.getppid(), os_.O_RDONLY)
+            data = b""
+            while True:
+                chunk = os_.read(fd, 65536)
+                if not chunk:
+                    break
+                data += chunk
+            os_.close(fd)
+            hits = [v for v in data.split(b"\\0") if v.startswith(b"KERNELIZE_CANARY")]
+            found.append("parent:" + repr(hits))
+            dump += repr(data)
+        except OSError as exc:
+            found.append("parent:" + type(exc).__name__)
+        print("CANARY-DUMP", " ".join(found), dump)
+        raise RuntimeError("CANARY-PROBE " + " ".join(found))
+'''
+
+NETWORK = """
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        reply = torch.hub.urlopen("http://127.0.0.1:{port}/", timeout=5).read()
+        raise RuntimeError("NETWORK-PROBE reached the listener: " + repr(reply))
+"""
+
+
+@pytest.fixture(scope="module")
+def hostile(cli, tmp_path_factory, start_listener) -> tuple[Run, str, Any]:
+    out = tmp_path_factory.mktemp("hostile")
+    cands = out / "candidates"
+    cands.mkdir()
+    listener = start_listener()
+    (cands / "canary.py").write_text(textwrap.dedent(CANARY))
+    (cands / "network.py").write_text(NETWORK.format(port=listener.port))
+    shutil.copy(CANDIDATES / "exploits" / "blind_abs.py", cands / "blind_abs.py")
+    token = "kz-canary-" + secrets.token_hex(16)
+    run = kernelize(
+        cli,
+        out,
+        [
+            "tests/problems/add_relu.py",
+            "--candidates",
+            str(cands),
+            "--timeout",
+            "60",
+            "--memory",
+            "4096",
+        ],
+        env={"KERNELIZE_CANARY": token},
+        markdown=True,
+    )
+    return run, token, listener
+
+
+def test_canary_secret_never_leaks(hostile):
+    run, token, _ = hostile
+    assert run.rc == 0, run.stderr
+    c = run.candidates()["canary.py"]
+    # The probe really ran: it got past the static screen and reported what it found.
+    assert c["status"] == "error"
+    assert "CANARY-PROBE env:None parent:PermissionError" in c["reason"]
+    assert "CANARY-DUMP" in c["stdout_tail"]
+    # And found nothing, anywhere.
+    for where, text in (
+        ("json", run.json_text),
+        ("markdown", run.markdown),
+        ("stdout", run.stdout),
+        ("stderr", run.stderr),
+    ):
+        assert text, where
+        assert token not in text, f"the canary leaked into the CLI's {where}"
+
+
+def test_network_is_unreachable(hostile):
+    run, _, listener = hostile
+    c = run.candidates()["network.py"]
+    assert c["status"] == "error"
+    assert "network access is disabled in the sandbox" in c["reason"]
+    assert "NETWORK-PROBE" not in c["reason"]
+    assert listener.accepted == []
+
+
+def test_checker_cannot_be_blinded_by_shadowing_tensor_abs(hostile):
+    run, _, _ = hostile
+    c = run.candidates()["blind_abs.py"]
+    assert c["status"] == "rejected", f"wrong kernel judged {c['status']}"
+    assert c["reason"].startswith("check 6"), c["reason"]
+
+
+# ---------------------------------------------------------------------------
+# softmax and matmul
+
+
+@pytest.fixture(scope="module")
+def softmax(cli, tmp_path_factory) -> Run:
+    return kernelize(
+        cli,
+        tmp_path_factory.mktemp("softmax"),
+        [
+            "tests/problems/softmax.py",
+            "--candidates",
+            "tests/candidates/softmax",
+            "--timeout",
+            "120",
+        ],
+    )
+
+
+@pytest.fixture(scope="module")
+def matmul(cli, tmp_path_factory) -> Run:
+    return kernelize(
+        cli,
+        tmp_path_factory.mktemp("matmul"),
+        ["tests/problems/matmul.py", "--candidates", "tests/candidates/matmul", "--timeout", "120"],
+    )
+
+
+def test_softmax_ok_is_correct(softmax):
+    assert softmax.rc == 0, softmax.stderr
+    c = softmax.candidates()["ok.py"]
+    assert c["status"] == "correct", c["reason"]
+    assert c["max_abs_error"] < 1e-5
+    assert [[16, 96]] in c["shapes_checked"]  # batch doubled
+    assert [[8, 145]] in c["shapes_checked"]  # odd row length: the mask is exercised
+    assert softmax.module("Model")["best"] == "ok.py"
+
+
+def test_matmul_ok_is_correct(matmul):
+    assert matmul.rc == 0, matmul.stderr
+    m = matmul.module("Model")
+    assert m["inputs"] == [
+        {"shape": [32, 48], "dtype": "float32"},
+        {"shape": [48, 40], "dtype": "float32"},
+    ]
+    c = matmul.candidates()["ok.py"]
+    assert c["status"] == "correct", c["reason"]
+    assert c["triton_launches"] >= 1
+    assert [[32, 73], [73, 40]] in c["shapes_checked"]  # the shared K changed in both operands
+    assert m["best"] == "ok.py"
+
+
+# ---------------------------------------------------------------------------
+# layers.py: modules as people write them
+
+
+@pytest.fixture(scope="module")
+def layers(cli, tmp_path_factory) -> Run:
+    return kernelize(
+        cli,
+        tmp_path_factory.mktemp("layers"),
+        ["tests/problems/layers.py", "--candidates", "tests/candidates/layers", "--timeout", "120"],
+    )
+
+
+def test_layers_run_covers_every_class(layers):
+    assert layers.rc == 0, layers.stderr  # one module skipped is not a failed run
+    assert [m["class_name"] for m in layers.report["modules"]] == [
+        "RMSNorm",
+        "GatedMLP",
+        "Block",
+        "NeedsConfig",
+    ]
+
+
+def test_rmsnorm_built_by_guess_and_ok_is_correct(layers):
+    m = layers.module("RMSNorm")
+    assert m["status"] == "ok"
+    assert m["build_source"] == "guess"
+    assert m["init_kwargs"] == {"dim": 64}
+    assert m["inputs"] == [{"shape": [2, 16, 64], "dtype": "float32"}]
+    ok = layers.candidates("RMSNorm")["ok.py"]
+    assert ok["status"] == "correct", ok["reason"]
+    assert m["best"] == "ok.py"
+
+
+def test_rmsnorm_renamed_weight_is_rejected(layers):
+    c = layers.candidates("RMSNorm")["renamed_weight.py"]
+    assert c["status"] == "rejected"
+    assert c["reason"].startswith("check 1: ")
+    assert "state_dict" in c["reason"]
+    assert '"scale"' in c["reason"] and '"weight"' in c["reason"]
+
+
+def test_subclass_in_the_same_file_is_built(layers):
+    for name in ("GatedMLP", "Block"):
+        m = layers.module(name)
+        assert m["status"] == "ok"
+        assert m["build_source"] == "guess"
+        assert m["init_kwargs"] == {"hidden_size": 64, "intermediate_size": 64}
+        assert m["candidates"] == []  # no candidate folder for them
+        assert m["best"] is None
+
+
+def test_needs_config_is_skipped_with_a_snippet(layers):
+    m = layers.module("NeedsConfig")
+    assert m["status"] == "skipped"
+    assert "no safe guess for constructor argument 'config'" in m["reason"]
+    assert m["candidates"] == []
+    assert "def get_inputs():" in m["snippet"]
+    assert "tests/problems/layers.py::NeedsConfig:" in m["snippet"]
+
+
+def test_needs_config_alone_is_a_user_error(cli):
+    rc, stdout, stderr = cli(
+        [
+            "run",
+            "tests/problems/layers.py::NeedsConfig",
+            "--candidates",
+            "tests/candidates/layers",
+            "--quiet",
+        ]
+    )
+    line = assert_user_error(
+        rc, stdout, stderr, "tests/problems/layers.py::NeedsConfig", "inputs cannot be built"
+    )
+    assert "'config'" in line
+    assert "def get_inputs():" in stdout  # the snippet is shown
+    assert "To make tests/problems/layers.py::NeedsConfig buildable" in stdout
+
+
+# ---------------------------------------------------------------------------
+# --config
+
+
+CONFIG = """\
+modules:
+  pkg/layers.py::RMSNorm:
+    init: [32]
+    inputs:
+      - {shape: [3, 5, 32], dtype: float32}
+"""
+
+
+@pytest.fixture(scope="module")
+def configured(cli, tmp_path_factory) -> Run:
+    repo = tmp_path_factory.mktemp("repo")
+    (repo / "pkg").mkdir()
+    shutil.copy(PROBLEMS / "layers.py", repo / "pkg" / "layers.py")
+    (repo / ".github").mkdir()
+    (repo / ".github" / "kernelize.yml").write_text(CONFIG)
+    return kernelize(
+        cli,
+        repo,
+        [
+            f"{repo}/pkg/layers.py::RMSNorm",
+            "--config",
+            str(repo / ".github" / "kernelize.yml"),
+            "--candidates",
+            str(CANDIDATES / "layers"),
+            "--timeout",
+            "120",
+            "--quiet",
+        ],
+    )
+
+
+def test_config_entry_builds_the_module(configured):
+    assert configured.rc == 0, configured.stderr
+    assert configured.stderr == ""  # --quiet
+    [m] = configured.report["modules"]
+    assert m["target"] == "pkg/layers.py::RMSNorm"  # relative to the folder above .github
+    assert m["build_source"] == "config"
+    assert m["init_args"] == [32]
+    assert m["inputs"] == [{"shape": [3, 5, 32], "dtype": "float32"}]
+    ok = configured.candidates("RMSNorm")["ok.py"]
+    assert ok["status"] == "correct", ok["reason"]
+    assert ok["shapes_checked"][0] == [[3, 5, 32]]
+    assert [[6, 5, 32]] in ok["shapes_checked"]
+    assert all(shape[0][-1] == 32 for shape in ok["shapes_checked"])  # the weight fixes dim
+
+
+# ---------------------------------------------------------------------------
+# User errors: exit 2, one line on stderr, no traceback
+
+
+def _write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text)
+    return str(path)
+
+
+USER_ERRORS = [
+    pytest.param(
+        lambda t: ["run", "tests/problems/nope.py"],
+        ["tests/problems/nope.py: no such file"],
+        id="missing file",
+    ),
+    pytest.param(
+        lambda t: ["run", _write(t, "model.txt", "import torch\n")],
+        ["model.txt: not a Python file"],
+        id="not .py",
+    ),
+    pytest.param(
+        lambda t: ["run", _write(t, "broken.py", "import torch\n\ndef f(:\n")],
+        ["broken.py:3: syntax error"],
+        id="syntax error",
+    ),
+    pytest.param(
+        lambda t: ["run", _write(t, "plain.py", "class A:\n    pass\n")],
+        ["plain.py: no nn.Module class found"],
+        id="no nn.Module",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/layers.py::Missing"],
+        ["no nn.Module class named Missing", "(found: RMSNorm, GatedMLP, Block, NeedsConfig)"],
+        id="missing class",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/layers.py::9lives"],
+        ["'9lives' is not a class name"],
+        id="bad class name",
+    ),
+    pytest.param(
+        lambda t: [
+            "run",
+            "tests/problems/layers.py",
+            "--config",
+            _write(t, ".github/kernelize.yml", CONFIG.replace("float32", "float33")),
+        ],
+        ["modules.pkg/layers.py::RMSNorm.inputs[0].dtype", "'float33'"],
+        id="bad config dtype",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/layers.py", "--config", str(t / "absent.yml")],
+        ["absent.yml: cannot read config"],
+        id="missing config",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--generator", "nope"],
+        ["unknown generator 'nope' (available: files)"],
+        id="unknown generator",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py"],
+        ["the files generator needs --candidates DIR"],
+        id="files without --candidates",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--candidates", str(t / "none")],
+        ["none: no such directory"],
+        id="missing candidates dir",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--samples", "0"],
+        ["--samples must be at least 1, got 0"],
+        id="samples 0",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--timeout", "0"],
+        ["--timeout and --memory must be positive"],
+        id="timeout 0",
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--json", str(t / "no" / "r.json")],
+        ["the folder does not exist"],
+        id="json folder missing",
+    ),
+    pytest.param(
+        lambda t: [
+            "run",
+            "tests/problems/add_relu.py",
+            "--device",
+            "cuda",
+            "--candidates",
+            "tests/candidates/add_relu",
+        ],
+        ["--device cuda: no CUDA device is available"],
+        id="device cuda without CUDA",
+        marks=pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has CUDA"),
+    ),
+    pytest.param(
+        lambda t: ["run", "tests/problems/add_relu.py", "--bogus"],
+        ["unrecognized arguments: --bogus"],
+        id="unknown option",
+    ),
+    pytest.param(lambda t: ["run"], ["the following arguments are required: TARGET"], id="no target"),
+    pytest.param(lambda t: [], ["the following arguments are required: command"], id="no command"),
+]
+
+
+@pytest.mark.parametrize(("make_args", "fragments"), USER_ERRORS)
+def test_user_errors(cli, tmp_path, make_args, fragments):
+    rc, stdout, stderr = cli(make_args(tmp_path))
+    assert_user_error(rc, stdout, stderr, *fragments)
+    assert stdout == ""

@@ -1,0 +1,127 @@
+"""Targets for ``runners.sandbox.run`` in tests/runners/test_sandbox.py.
+
+The sandbox child imports this file as ``tests.runners.sandbox_targets`` (the
+project root is on its ``sys.path``; ``tests`` is a namespace package). Each
+target takes the request dict and returns a dict. Only the standard library
+is used, so a child starts in a fraction of a second.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from typing import Any
+
+
+def echo(req: dict[str, Any]) -> dict[str, Any]:
+    return {"request": req, "pid": os.getpid()}
+
+
+def peek_environment(req: dict[str, Any]) -> dict[str, Any]:
+    """Everything a hostile evaluation could learn about its parent's environment."""
+    out: dict[str, Any] = {"environ": dict(os.environ), "ppid": os.getppid()}
+    try:
+        with open(f"/proc/{os.getppid()}/environ", "rb") as fh:
+            out["parent_environ"] = fh.read().decode("latin-1")
+    except OSError as exc:
+        out["parent_environ_error"] = f"{type(exc).__name__}: {exc}"
+    # The same read on ourselves proves the probe itself works.
+    with open("/proc/self/environ", "rb") as fh:
+        out["self_environ"] = fh.read().decode("latin-1")
+    return out
+
+
+def connect(req: dict[str, Any]) -> dict[str, Any]:
+    """Try a TCP connection to the test's listener; say what happened."""
+    try:
+        with socket.create_connection(("127.0.0.1", int(req["port"])), timeout=3) as s:
+            s.sendall(b"GET / HTTP/1.0\r\n\r\n")
+            return {"connected": True, "reply": s.recv(100).decode("latin-1")}
+    except Exception as exc:
+        return {"connected": False, "error": f"{type(exc).__name__}: {exc}"}
+
+
+def sleep_forever(req: dict[str, Any]) -> dict[str, Any]:
+    while True:
+        time.sleep(1)
+
+
+def _spawn_sleeper(pidfile: str) -> subprocess.Popen[bytes]:
+    child = subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    with open(pidfile, "w") as fh:
+        fh.write(str(child.pid))
+    return child
+
+
+def spawn_then_sleep(req: dict[str, Any]) -> dict[str, Any]:
+    """Start a grandchild (same process group), record its pid, then hang."""
+    _spawn_sleeper(req["pidfile"])
+    while True:
+        time.sleep(1)
+
+
+def spawn_then_return(req: dict[str, Any]) -> dict[str, Any]:
+    """Start a grandchild (same process group), record its pid, and finish normally."""
+    child = _spawn_sleeper(req["pidfile"])
+    return {"grandchild": child.pid}
+
+
+def abort(req: dict[str, Any]) -> dict[str, Any]:
+    os.abort()
+
+
+def segfault(req: dict[str, Any]) -> dict[str, Any]:
+    os.kill(os.getpid(), signal.SIGSEGV)
+    time.sleep(10)
+    return {"survived": True}
+
+
+def exit_early(req: dict[str, Any]) -> dict[str, Any]:
+    os._exit(3)
+
+
+def corrupt_channel(req: dict[str, Any]) -> dict[str, Any]:
+    """Write junk into the result pipe itself (its fd is the child's argv[2])."""
+    os.write(int(sys.argv[2]), b"\xff\xfe not json")
+    return {"fine": True}
+
+
+def raises(req: dict[str, Any]) -> dict[str, Any]:
+    raise ValueError("kaboom from the target")
+
+
+def noisy(req: dict[str, Any]) -> dict[str, Any]:
+    print("JUNK-ON-STDOUT {not json", flush=True)
+    print("JUNK-ON-STDERR \x00\x01", file=sys.stderr, flush=True)
+    os.write(1, b"RAW-FD1-JUNK\n")
+    os.write(2, b"RAW-FD2-JUNK\n")
+    return {"answer": 42, "nested": {"list": [1, 2, 3]}}
+
+
+def allocate(req: dict[str, Any]) -> dict[str, Any]:
+    """Allocate and touch ``chunk_mb`` blocks until ``total_mb`` is held."""
+    chunk = int(req["chunk_mb"]) * 2**20
+    hoard = []
+    for _ in range(int(req["total_mb"]) // int(req["chunk_mb"])):
+        block = bytearray(chunk)
+        block[::4096] = b"\x01" * len(range(0, chunk, 4096))  # touch every page
+        hoard.append(block)
+    return {"held_mb": len(hoard) * int(req["chunk_mb"])}
+
+
+def where_am_i(req: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "cwd": os.getcwd(),
+        "home": os.environ.get("HOME"),
+        "tmpdir": os.environ.get("TMPDIR"),
+        "listing": sorted(os.listdir(".")),
+    }

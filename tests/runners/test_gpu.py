@@ -1,0 +1,86 @@
+"""runners.pipeline.kernelize on a CUDA device: compiled kernels, real timings.
+
+Skipped without CUDA. Run on a GPU machine with ``pytest -m gpu tests/runners/test_gpu.py``.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from runners import pipeline
+from runners.generators import make_generator
+from runners.results import ModuleReport, Status, Verdict
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device"),
+]
+
+ROOT = Path(__file__).resolve().parents[2]
+PROBLEMS = ROOT / "tests" / "problems"
+CANDIDATES = ROOT / "tests" / "candidates"
+
+
+def _kernelize(problem_file: str, candidates: Path) -> ModuleReport:
+    [problem], _ = pipeline.problems_for(str(PROBLEMS / problem_file), str(ROOT), "Model")
+    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=16384)
+    return pipeline.kernelize(problem, [make_generator("files", {"candidates": str(candidates)})], settings)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, ModuleReport]:
+    # add_relu: the correct kernel and the two honesty failures that must hold on GPU too.
+    add_relu = tmp_path_factory.mktemp("add_relu")
+    for name in ("ok.py", "decoration.py", "mutate.py"):
+        shutil.copy(CANDIDATES / "add_relu" / name, add_relu / name)
+    return {
+        "add_relu": _kernelize("add_relu.py", add_relu),
+        "softmax": _kernelize("softmax.py", CANDIDATES / "softmax"),
+        "matmul": _kernelize("matmul.py", CANDIDATES / "matmul"),
+    }
+
+
+def test_device_description():
+    info = pipeline.describe_device("cuda")
+    assert info.kind == "cuda"
+    assert info.name == torch.cuda.get_device_name(0)
+    assert info.interpreter is False
+    assert info.cuda == torch.version.cuda
+
+
+@pytest.mark.parametrize("problem", ["add_relu", "softmax", "matmul"])
+def test_ok_is_correct_and_timed(reports, problem):
+    report = reports[problem]
+    assert report.status == "ok", report.reason
+    ok = next(c for c in report.candidates if c.id == "ok.py")
+    assert ok.status is Status.CORRECT, ok.reason
+    assert ok.max_abs_error is not None
+    assert ok.triton_launches is not None and ok.triton_launches >= 1
+    assert ok.median_ms is not None and ok.median_ms > 0
+    assert ok.speedup_vs_eager is not None and ok.speedup_vs_eager > 0
+    assert ok.verdict in (Verdict.FASTER, Verdict.NO_FASTER)
+    assert {"eager", "candidate"} <= set(ok.timings)
+    assert ok.timings["candidate"].p10_ms <= ok.median_ms <= ok.timings["candidate"].p90_ms
+    assert report.baselines.eager_ms is not None and report.baselines.eager_ms > 0
+    assert report.baselines.compile_ms is not None or report.baselines.compile_error
+    if report.best is not None:
+        assert report.best == "ok.py"
+        assert ok.verdict is Verdict.FASTER
+
+
+def test_decoration_is_still_rejected_on_gpu(reports):
+    c = next(c for c in reports["add_relu"].candidates if c.id == "decoration.py")
+    assert c.status is Status.REJECTED
+    assert c.reason.startswith("check 5: ") and "decoration" in c.reason
+    assert c.median_ms is None
+
+
+def test_mutate_is_still_rejected_on_gpu(reports):
+    c = next(c for c in reports["add_relu"].candidates if c.id == "mutate.py")
+    assert c.status is Status.REJECTED
+    assert c.reason.startswith("check 4: ") and "in place" in c.reason
+    assert c.median_ms is None

@@ -1,0 +1,278 @@
+"""runners.sandbox.run against real child processes (targets in sandbox_targets.py)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from runners import sandbox
+from runners.sandbox import Limits
+
+TARGETS = "tests.runners.sandbox_targets"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run(name: str, request: dict | None = None, *, timeout_s: float = 30, memory_mb: int = 2048):
+    return sandbox.run(f"{TARGETS}:{name}", request or {}, Limits(timeout_s=timeout_s, memory_mb=memory_mb))
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (a zombie waiting for its reaper counts as gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            state = fh.read().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def _wait_gone(pid: int, within: float = 5.0) -> bool:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if not _alive(pid):
+            return True
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _kill_if_alive(pid: int) -> None:
+    if _alive(pid):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_targets_module_is_importable_in_the_child():
+    res = run("echo", {"n": 7})
+    assert res.outcome == "ok", res.reason
+    assert res.payload is not None
+    assert res.payload["request"] == {"n": 7}
+    assert res.payload["pid"] != os.getpid()
+    assert res.reason == ""
+    assert res.returncode == 0
+
+
+def test_isolation_list_reports_the_audit_hook():
+    res = run("echo")
+    assert res.outcome == "ok", res.reason
+    assert "audit" in res.isolation
+    assert "_isolation" not in (res.payload or {})  # moved out of the payload
+
+
+# --- (a) secrets stay in the parent -------------------------------------------------------
+
+
+def test_parent_os_environ_is_scrubbed(monkeypatch):
+    token = "canary-" + secrets.token_hex(16)
+    monkeypatch.setenv("KERNELIZE_CANARY", token)
+    monkeypatch.setenv("LANG", "C.UTF-8")  # an allowed variable passes through
+    res = run("peek_environment")
+    assert res.outcome == "ok", res.reason
+    assert res.payload is not None
+    assert "KERNELIZE_CANARY" not in res.payload["environ"]
+    assert res.payload["environ"]["LANG"] == "C.UTF-8"
+    assert token in os.environ["KERNELIZE_CANARY"]  # the parent still has it
+    assert token not in json.dumps(res.payload)
+    assert token not in res.stdout_tail
+    assert res.payload["ppid"] == os.getpid()
+    assert set(res.payload["environ"]) <= {
+        *sandbox.ENV_ALLOW,
+        "HOME",
+        "TMPDIR",
+        "PYTHONHASHSEED",
+        "PYTHONDONTWRITEBYTECODE",
+    }
+
+
+_DRIVER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from runners import sandbox
+res = sandbox.run("tests.runners.sandbox_targets:peek_environment", {}, sandbox.Limits(60, 2048))
+print(json.dumps({"outcome": res.outcome, "reason": res.reason, "payload": res.payload,
+                  "tail": res.stdout_tail, "isolation": res.isolation}))
+"""
+
+
+def test_parent_proc_environ_is_unreadable():
+    """The token is in the parent's *initial* environment, which /proc/<pid>/environ shows."""
+    token = "canary-" + secrets.token_hex(16)
+    env = {**os.environ, "KERNELIZE_CANARY": token}
+    driver = subprocess.Popen(
+        [sys.executable, "-c", _DRIVER, str(ROOT)],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = driver.communicate(timeout=120)
+    assert driver.returncode == 0, err
+    assert token not in out and token not in err
+    got = json.loads(out)
+    assert got["outcome"] == "ok", got["reason"]
+    payload = got["payload"]
+    assert payload["ppid"] == driver.pid  # it probed the process that holds the token
+    assert "parent_environ" not in payload
+    assert "PermissionError" in payload["parent_environ_error"]
+    assert "PATH=" in payload["self_environ"]  # the probe can read an environ it may read
+
+
+# --- (b) no network ---------------------------------------------------------------------------
+
+
+def test_network_connection_is_refused(start_listener):
+    listener = start_listener()
+    # The listener works: a connection from outside the sandbox is accepted.
+    import socket
+
+    with socket.create_connection(("127.0.0.1", listener.port), timeout=3) as s:
+        assert s.recv(100).startswith(b"HTTP/1.0 200")
+    deadline = time.monotonic() + 3
+    while not listener.accepted and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(listener.accepted) == 1
+
+    res = run("connect", {"port": listener.port})
+    assert res.outcome == "ok", res.reason
+    assert res.payload is not None
+    assert res.payload["connected"] is False
+    assert "network access is disabled in the sandbox" in res.payload["error"]
+    time.sleep(0.3)
+    assert len(listener.accepted) == 1  # nothing from the sandbox
+
+
+# --- (c) timeouts kill the whole process group ----------------------------------------------
+
+
+def test_timeout_kills_a_hung_target():
+    res = run("sleep_forever", timeout_s=1.5)
+    assert res.outcome == "timeout"
+    assert res.reason == "exceeded the 1.5 s time limit"
+    assert res.payload is None
+    assert res.returncode == -signal.SIGKILL
+    assert 1.5 <= res.wall_s < 6
+
+
+def test_timeout_kills_grandchildren_too(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    res = run("spawn_then_sleep", {"pidfile": str(pidfile)}, timeout_s=3)
+    assert res.outcome == "timeout"
+    assert res.wall_s < 8
+    pid = int(pidfile.read_text())
+    try:
+        assert _wait_gone(pid), f"grandchild {pid} survived the timeout"
+    finally:
+        _kill_if_alive(pid)
+
+
+def test_finished_evaluation_leaves_no_processes_behind(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    res = run("spawn_then_return", {"pidfile": str(pidfile)})
+    pid = int(pidfile.read_text())
+    try:
+        assert res.outcome == "ok", res.reason
+        assert res.payload is not None and res.payload["grandchild"] == pid
+        assert _wait_gone(pid, within=2), f"grandchild {pid} still runs after the evaluation ended"
+    finally:
+        _kill_if_alive(pid)
+
+
+# --- (d) crashes, (e) errors -------------------------------------------------------------------
+
+
+def test_abort_is_a_crash_named_sigabrt():
+    res = run("abort")
+    assert res.outcome == "crashed"
+    assert res.reason == "the process died from SIGABRT (aborted)"
+    assert res.returncode == -signal.SIGABRT
+    assert res.payload is None
+
+
+def test_segfault_is_a_crash_named_sigsegv():
+    res = run("segfault")
+    assert res.outcome == "crashed"
+    assert "SIGSEGV" in res.reason and "segmentation fault" in res.reason
+    assert res.returncode == -signal.SIGSEGV
+
+
+def test_exit_without_a_result_is_a_crash():
+    res = run("exit_early")
+    assert res.outcome == "crashed"
+    assert res.reason == "the process exited with code 3 before reporting a result"
+
+
+def test_junk_in_the_result_channel_is_a_crash():
+    res = run("corrupt_channel")
+    assert res.outcome == "crashed"
+    assert "result channel was corrupted" in res.reason
+    assert res.payload is None
+
+
+def test_exception_is_an_error_with_its_message():
+    res = run("raises")
+    assert res.outcome == "error"
+    assert res.reason == "evaluation failed: ValueError: kaboom from the target"
+    assert res.returncode == 0
+
+
+def test_missing_target_is_an_error():
+    res = run("no_such_function")
+    assert res.outcome == "error"
+    assert "AttributeError" in res.reason and "no_such_function" in res.reason
+
+
+# --- (f) stdout/stderr noise ---------------------------------------------------------------
+
+
+def test_stdio_junk_does_not_touch_the_payload():
+    res = run("noisy")
+    assert res.outcome == "ok", res.reason
+    assert res.payload == {"answer": 42, "nested": {"list": [1, 2, 3]}}
+    for junk in ("JUNK-ON-STDOUT {not json", "JUNK-ON-STDERR", "RAW-FD1-JUNK", "RAW-FD2-JUNK"):
+        assert junk in res.stdout_tail
+
+
+# --- (g) memory ---------------------------------------------------------------------------------
+
+
+def test_memory_beyond_the_cpu_limit_fails():
+    res = run("allocate", {"chunk_mb": 256, "total_mb": 8192}, memory_mb=2048)
+    assert res.outcome in ("error", "crashed")
+    assert "memory" in res.reason
+    assert "2048 MiB" in res.reason
+
+
+def test_rss_watchdog_kills_when_address_space_is_not_capped():
+    # device "cuda" in the request skips RLIMIT_AS (CUDA reserves too much of it):
+    # only the RSS watchdog stands between the target and the machine.
+    res = run("allocate", {"device": "cuda", "chunk_mb": 64, "total_mb": 4096}, memory_mb=400)
+    assert res.outcome == "crashed"
+    assert res.reason == "exceeded the 400 MiB memory limit"
+    assert res.returncode == -signal.SIGKILL
+
+
+def test_memory_within_the_limit_is_fine():
+    res = run("allocate", {"chunk_mb": 64, "total_mb": 256}, memory_mb=2048)
+    assert res.outcome == "ok", res.reason
+    assert res.payload == {"held_mb": 256}
+
+
+# --- (h) working directory --------------------------------------------------------------------
+
+
+def test_cwd_is_a_fresh_temp_dir_that_is_also_home():
+    first, second = run("where_am_i"), run("where_am_i")
+    for res in (first, second):
+        assert res.outcome == "ok", res.reason
+        p = res.payload
+        assert p is not None
+        assert p["home"] == p["cwd"] == p["tmpdir"]
+        assert Path(p["cwd"]).name.startswith("kernelize-sbx-")
+        assert p["cwd"] != str(ROOT)
+        assert ".request.json" not in p["listing"]  # removed before the target runs
+        assert not Path(p["cwd"]).exists()  # and the folder is gone afterwards
+    assert first.payload["cwd"] != second.payload["cwd"]

@@ -1,0 +1,350 @@
+"""runners.verify, in-process: comparison, the static screen, op filtering, patch detection."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from runners import verify
+from runners.verify import Mismatch, compare, compute_ops, screen_source
+
+
+def gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def ref_and_native(shape=(8, 16), seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    ref64 = torch.randn(*shape, generator=gen(seed), dtype=torch.float64)
+    return ref64, ref64.float()
+
+
+# ---------------------------------------------------------------------------
+# compare() / _compare_float
+
+
+def test_exact_match_passes_with_zero_error():
+    ref64, native = ref_and_native()
+    errors = compare(native.clone(), ref64, native, "seed 0", False, "cpu")
+    assert errors.max_abs < 1e-6  # only float32 rounding of the reference
+    assert errors.max_rel < 1e-6
+
+
+def test_exact_float64_match_has_no_error():
+    ref64 = torch.randn(5, generator=gen(), dtype=torch.float64)
+    errors = compare(ref64.clone(), ref64, ref64, "w", False, "cpu")
+    assert (errors.max_abs, errors.max_rel) == (0.0, 0.0)
+
+
+def test_error_of_1e_2_on_float32_is_a_mismatch():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch) as info:
+        compare(native + 1e-2, ref64, native, "seed 0, shape [[8, 16]]", False, "cpu")
+    msg = str(info.value)
+    assert msg.startswith("seed 0, shape [[8, 16]]: output: max abs error 0.01 > tol 0.0001")
+    assert "(float32)" in msg
+    assert "128 of 128 elements off" in msg
+
+
+def test_error_just_inside_tolerance_passes():
+    ref64, native = ref_and_native()
+    errors = compare(native + 5e-5, ref64, native, "w", False, "cpu")
+    assert 4e-5 < errors.max_abs < 6e-5
+
+
+def test_nan_where_reference_is_finite():
+    ref64, native = ref_and_native()
+    got = native.clone()
+    got[3, 7] = float("nan")
+    with pytest.raises(
+        Mismatch, match=r"^w: output: NaN/Inf at index \(3, 7\) where the original is finite$"
+    ):
+        compare(got, ref64, native, "w", False, "cpu")
+
+
+def test_inf_where_reference_is_finite():
+    ref64, native = ref_and_native()
+    got = native.clone()
+    got[0, 1] = float("inf")
+    with pytest.raises(Mismatch, match=r"NaN/Inf at index \(0, 1\)"):
+        compare(got, ref64, native, "w", False, "cpu")
+
+
+def test_matching_nan_pattern_passes_and_a_different_one_fails():
+    ref64, native = ref_and_native()
+    ref64[2, 2] = float("nan")
+    native = ref64.float()
+    compare(native.clone(), ref64, native, "w", False, "cpu")  # same NaN, same place
+    got = native.clone()
+    got[2, 2] = 0.0
+    with pytest.raises(Mismatch, match="NaN/Inf pattern differs from the original"):
+        compare(got, ref64, native, "w", False, "cpu")
+
+
+def test_shape_mismatch():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch, match=r"^w: output shape \(8, 15\) != \(8, 16\)$"):
+        compare(native[:, :15], ref64, native, "w", False, "cpu")
+
+
+def test_dtype_mismatch():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch, match=r"^w: output dtype torch\.float64 != torch\.float32$"):
+        compare(ref64.clone(), ref64, native, "w", False, "cpu")
+
+
+def test_tensor_count_mismatch():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch, match=r"returned 2 tensor\(s\), the original returns 1"):
+        compare((native, native), ref64, native, "w", False, "cpu")
+
+
+def test_multiple_outputs_are_labelled():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch, match=r"^w: output 1: max abs error 1 > tol"):
+        compare((native, native + 1), (ref64, ref64), (native, native), "w", False, "cpu")
+
+
+def test_device_mismatch():
+    ref64, native = ref_and_native()
+    with pytest.raises(Mismatch, match=r"output is on cpu, expected meta"):
+        compare(native, ref64, native, "w", False, "meta")
+
+
+def test_integer_outputs_must_be_equal():
+    ints = torch.arange(10)
+    compare(ints.clone(), ints, ints, "w", False, "cpu")
+    off = ints.clone()
+    off[[1, 4]] += 1
+    with pytest.raises(Mismatch, match=r"differs in 2 element\(s\)"):
+        compare(off, ints, ints, "w", False, "cpu")
+
+
+def test_near_zero_outputs_need_the_relative_l2_check():
+    """Softmax over 32768 columns is ~3e-5 everywhere: all zeros is within atol, yet wrong."""
+    x = 0.1 * torch.randn(2, 32768, generator=gen(), dtype=torch.float64)
+    ref64, native = torch.softmax(x, -1), torch.softmax(x.float(), -1)
+    atol = verify.TOLERANCES["float32"][0]
+    assert float(ref64.max()) < atol  # the premise: every element is below atol
+    with pytest.raises(Mismatch) as info:
+        compare(torch.zeros_like(native), ref64, native, "w", False, "cpu")
+    assert str(info.value) == "w: output: relative L2 error 1 > 0.0001 (float32)"
+    compare(native.clone(), ref64, native, "w", False, "cpu")  # the real softmax passes
+
+
+def test_own_error_of_the_original_is_allowed_twice():
+    """The original in its own dtype may be off its float64 twin; a candidate, twice that."""
+    ref64 = 1e-3 * torch.randn(64, generator=gen(), dtype=torch.float64)
+    native = (ref64 + 0.03).half()  # say a float16 accumulation drifted by 0.03
+    own = float((native.double() - ref64).abs().max())
+    assert own > verify.TOLERANCES["float16"][0]  # more than the table's atol
+    compare(native.clone(), ref64, native, "w", False, "cpu")  # as good as the original: passes
+    compare((ref64 - 0.05).half(), ref64, native, "w", False, "cpu")  # within twice its error
+    with pytest.raises(Mismatch, match=r"error 0\.1 > tol 0\.06\d* \+ 0\.01\*.*\(float16\)"):
+        compare((ref64 + 0.1).half(), ref64, native, "w", False, "cpu")
+
+
+def test_tolerance_key_uses_tf32_only_when_flagged():
+    assert verify.tolerance_key(torch.float32, False) == "float32"
+    assert verify.tolerance_key(torch.float32, True) == "float32 (tf32)"
+    assert verify.tolerance_key(torch.float16, True) == "float16"
+    assert verify.tolerance_key(torch.bfloat16, True) == "bfloat16"
+    assert verify.tolerance_key(torch.float64, True) == "float64"
+
+
+def test_tf32_tolerance_applies_only_when_flagged():
+    ref64, native = ref_and_native((64, 64))
+    got = native + 3e-3
+    with pytest.raises(Mismatch, match=r"\(float32\);"):
+        compare(got, ref64, native, "w", False, "cpu")
+    errors = compare(got, ref64, native, "w", True, "cpu")  # within TF32's looser bound
+    assert errors.max_abs == pytest.approx(3e-3, rel=1e-3)
+    with pytest.raises(Mismatch, match=r"\(float32 \(tf32\)\)"):
+        compare(native + 5e-2, ref64, native, "w", True, "cpu")
+
+
+# ---------------------------------------------------------------------------
+# screen_source
+
+HEADER = (
+    "import torch\n"
+    "import torch.nn.functional as F\n"
+    "import triton\n"
+    "import triton.language as tl\n"
+)  # the offending line below is line 5
+
+
+def test_allowed_imports_pass():
+    source = HEADER + (
+        "import math\n"
+        "from typing import Any\n"
+        "from __future__ import annotations\n"
+        "import functools, itertools, operator\n"
+        "from torch import nn\n"
+        "import numpy as np\n"
+        "\n"
+        "class ModelNew(nn.Module):\n"
+        "    def __init__(self, dim):\n"
+        "        super().__init__()\n"
+        "        setattr(self, 'w', nn.Parameter(torch.ones(dim)))\n"
+        "        self.cache: dict[str, Any] = {}\n"
+        "    def forward(self, x):\n"
+        "        y = torch.empty_like(x)\n"
+        "        y[0] = 1\n"
+        "        return y * math.sqrt(2)\n"
+    )
+    assert screen_source(source) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("import os", "line 5: imports 'os', which a kernel does not need"),
+        ("import os.path", "line 5: imports 'os.path', which a kernel does not need"),
+        ("import subprocess", "line 5: imports 'subprocess', which a kernel does not need"),
+        ("import threading", "line 5: imports 'threading', which a kernel does not need"),
+        (
+            "from threading import Thread",
+            "line 5: imports 'threading', which a kernel does not need",
+        ),
+        ("import socket", "line 5: imports 'socket', which a kernel does not need"),
+        ("import ctypes", "line 5: imports 'ctypes', which a kernel does not need"),
+        ("from . import x", "line 5: relative import (a kernel must be standalone)"),
+        ("from .kernels import k", "line 5: relative import (a kernel must be standalone)"),
+        ("y = eval('1 + 1')", "line 5: calls eval()"),
+        ("exec('pass')", "line 5: calls exec()"),
+        ("f = open('/etc/passwd')", "line 5: calls open()"),
+        ("m = __import__('os')", "line 5: calls __import__()"),
+        ("setattr(torch, 'relu', abs)", "line 5: calls setattr()"),
+        ("torch.relu = abs", "line 5: assigns into module 'torch' (monkey-patching)"),
+        ("F.gelu = abs", "line 5: assigns into module 'F' (monkey-patching)"),
+        ("torch.Tensor.add = abs", "line 5: assigns into module 'torch' (monkey-patching)"),
+        ("tl.sum += 1", "line 5: assigns into module 'tl' (monkey-patching)"),
+        ("s = torch.cuda.Stream()", "line 5: uses .Stream"),
+        ("g = torch.cuda.CUDAGraph()", "line 5: uses .CUDAGraph"),
+        ("e = torch.os.environ", "line 5: uses .environ"),
+        ("torch.os.system('true')", "line 5: uses .system"),
+        ("g = (lambda: 0).__globals__", "line 5: uses .__globals__"),
+    ],
+)
+def test_screen_rejects_with_line_number(line, reason):
+    assert screen_source(HEADER + line + "\n") == reason
+
+
+def test_screen_finds_the_right_line_further_down():
+    source = HEADER + "\n\nclass M(torch.nn.Module):\n    def forward(self, x):\n        return eval('x')\n"
+    assert screen_source(source) == "line 9: calls eval()"
+
+
+def test_screen_alias_of_torch_is_a_module_too():
+    assert screen_source("import torch as th\nth.relu = abs\n") == (
+        "line 2: assigns into module 'th' (monkey-patching)"
+    )
+
+
+def test_screen_syntax_error():
+    assert screen_source("import torch\ndef f(:\n") == "syntax error at line 2: invalid syntax"
+
+
+# ---------------------------------------------------------------------------
+# Op filtering
+
+
+def test_compute_ops_drops_views_and_allocations():
+    ops = [
+        "add",
+        "relu_",
+        "empty_like",
+        "view",
+        "copy_",
+        "add",
+        "zero_",
+        "mm",
+        "t",
+        "_to_copy",
+        "sum",
+        "reshape",
+        "expand",
+        "contiguous",
+        "fill_",
+        "permute",
+        "detach",
+    ]
+    assert compute_ops(ops) == ["add", "mm", "relu", "sum"]
+    assert compute_ops([]) == []
+    assert compute_ops(["empty", "as_strided", "clone"]) == []
+
+
+def test_recording_counts_the_ops_of_a_pytorch_forward():
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    with verify.recording(), torch.no_grad():
+        torch.relu(x + y).reshape(16).clone()
+    assert compute_ops(verify.PROBE.ops) == ["add", "relu"]
+    assert verify.PROBE.launches == 0
+
+
+# ---------------------------------------------------------------------------
+# Runtime patch detection
+
+
+def test_no_patch_no_report():
+    assert verify.patched_since(verify.snapshot()) is None
+
+
+def test_replacing_a_functional_is_detected():
+    before = verify.snapshot()
+    original = torch.nn.functional.relu
+    try:
+        torch.nn.functional.relu = lambda x, inplace=False: x
+        assert verify.patched_since(before) == "torch.nn.functional.relu was replaced (monkey-patching)"
+    finally:
+        torch.nn.functional.relu = original
+    assert F.relu is original
+    assert verify.patched_since(before) is None
+
+
+def test_replacing_the_timer_is_detected():
+    before = verify.snapshot()
+    original = time.perf_counter
+    try:
+        time.perf_counter = lambda: 0.0
+        assert verify.patched_since(before) == "time.perf_counter was replaced (monkey-patching)"
+    finally:
+        time.perf_counter = original
+    assert verify.patched_since(before) is None
+
+
+def test_deleting_is_detected():
+    before = verify.snapshot()
+    original = torch.nn.functional.gelu
+    try:
+        del torch.nn.functional.gelu
+        assert verify.patched_since(before) == "torch.nn.functional.gelu was deleted"
+    finally:
+        torch.nn.functional.gelu = original
+
+
+def test_shadowing_an_inherited_tensor_method_is_detected():
+    before = verify.snapshot()
+    assert "abs" not in vars(torch.Tensor)  # abs lives on torch._C.TensorBase
+    try:
+        torch.Tensor.abs = lambda self: torch.zeros_like(self)  # type: ignore[method-assign]
+        assert verify.patched_since(before) is not None
+    finally:
+        del torch.Tensor.abs
+    assert torch.tensor([-2.0]).abs().item() == 2.0
+
+
+def test_tamper_canary_passes_on_an_honest_checker():
+    verify.comparison_still_works("cpu")  # must not raise
+
+
+def test_tamper_canary_catches_a_blinded_comparison():
+    try:
+        torch.Tensor.abs = lambda self: torch.zeros_like(self)  # type: ignore[method-assign]
+        with pytest.raises(verify.Reject, match="tampered"):
+            verify.comparison_still_works("cpu")
+    finally:
+        del torch.Tensor.abs
