@@ -38,6 +38,27 @@ def build_parser() -> argparse.ArgumentParser:
         help="candidate generator (repeatable; default: files)",
     )
     run.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
+    run.add_argument(
+        "--model",
+        metavar="ID_OR_DIR",
+        help="kernelllm: weights (default facebook/KernelLLM); openai: the served model's name",
+    )
+    run.add_argument("--temperature", type=float, help="sampling temperature (default 0.6)")
+    run.add_argument("--top-p", type=float, help="nucleus sampling (default 0.95)")
+    run.add_argument("--max-new-tokens", type=int, help="answer length limit (default 2048)")
+    run.add_argument("--seed", type=int, help="sampling seed (kernelllm)")
+    run.add_argument(
+        "--api-base", metavar="URL", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1"
+    )
+    run.add_argument(
+        "--api-mode", choices=("completions", "chat"), help="openai: endpoint (default completions)"
+    )
+    run.add_argument(
+        "--api-key-env",
+        metavar="VAR",
+        help="openai: environment variable holding the API key "
+        "(default OPENAI_API_KEY; keys are never taken on the command line)",
+    )
     run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     run.add_argument("--config", metavar="FILE", help="repository config (.github/kernelize.yml format)")
     run.add_argument("--samples", type=int, default=4, help="candidates asked of each sampling generator")
@@ -76,6 +97,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from runners.inputs import ConfigError, load_module_entries
     from runners.results import RunReport, to_dict
 
+    if args.max_new_tokens is not None and args.max_new_tokens < 1:
+        raise UserError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
+    if args.temperature is not None and args.temperature <= 0:
+        raise UserError(f"--temperature must be positive, got {args.temperature}")
+    if args.top_p is not None and not 0 < args.top_p <= 1:
+        raise UserError(f"--top-p must be in (0, 1], got {args.top_p}")
     if args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
     if args.min_speedup <= 0:
@@ -114,9 +141,20 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     device = _device(args.device)
     try:
-        generators = [
-            make_generator(name, {"candidates": args.candidates}) for name in (args.generators or ["files"])
-        ]
+        options = {
+            "candidates": args.candidates,
+            "model": args.model,
+            "device": device,
+            "temperature": args.temperature,
+            "top_p": args.top_p,
+            "max_new_tokens": args.max_new_tokens,
+            "seed": args.seed,
+            "api_base": args.api_base,
+            "api_mode": args.api_mode,
+            "api_key_env": args.api_key_env,
+            "timeout_s": args.timeout,
+        }
+        generators = [make_generator(name, options) for name in (args.generators or ["files"])]
     except GeneratorError as exc:
         raise UserError(str(exc)) from None
 
@@ -142,6 +180,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(render.markdown(report), encoding="utf-8")
     print(render.text_table(report))
+    # Every generator failed before producing anything (no weights, no server): a setup problem.
+    gen_errors = [c for m in report.modules for c in m.candidates if c.id == c.generator]
+    if gen_errors and all(c.id == c.generator for m in report.modules for c in m.candidates):
+        raise UserError(gen_errors[0].reason)
     built = [m for m in report.modules if m.status != "skipped"]
     if not built:
         first = report.modules[0]

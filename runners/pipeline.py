@@ -132,6 +132,7 @@ def kernelize(
             if "tensor" in s
         ]
 
+        problem.build = build
         candidates = _collect(problem, generators, settings, report, progress)
         for i, cand in enumerate(candidates, 1):
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
@@ -176,12 +177,16 @@ def _collect(
 ) -> list[Candidate]:
     out: list[Candidate] = []
     for gen in generators:
+        progress(f"{problem.target}: asking {gen.name} for candidates")
         try:
             got = gen.generate(problem, settings.samples)
         except GeneratorError as exc:
-            report.candidates.append(
-                CandidateResult(f"{gen.name}", gen.name, Status.ERROR, f"generator: {exc}")
-            )
+            report.candidates.append(CandidateResult(gen.name, gen.name, Status.ERROR, f"generator: {exc}"))
+            continue
+        except Exception as exc:  # a model that fails (OOM, bad weights) costs its candidates, not the run
+            first = str(exc).splitlines()[0] if str(exc) else ""
+            reason = f"generator failed: {type(exc).__name__}: {first}"[:500]
+            report.candidates.append(CandidateResult(gen.name, gen.name, Status.ERROR, reason))
             continue
         progress(f"{problem.target}: {gen.name} gave {len(got)} candidate(s)")
         out.extend(got)

@@ -21,6 +21,7 @@ class Problem:
     source: str  # the file's text
     module: ModuleClass
     config_entry: ModuleEntry | None = None
+    build: dict[str, Any] | None = None  # how to build it, once the pipeline has resolved that
 
     @property
     def target(self) -> str:
