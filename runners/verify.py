@@ -530,6 +530,22 @@ class Problem:
         self.module = build_module(self.cls, self.init_args, self.init_kwargs, self.device)
         self.kernelbench = build["source"] == "kernelbench"
 
+    def positional_init_args(self) -> list[Any] | None:
+        """The constructor arguments in the original signature's order, or None if keywords leave a gap."""
+        params = [
+            p.name
+            for p in inspect.signature(self.cls).parameters.values()
+            if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        ][len(self.init_args) :]
+        args, kwargs = list(self.init_args), dict(self.init_kwargs)
+        for name in params:
+            if not kwargs:
+                break
+            if name not in kwargs:
+                return None
+            args.append(kwargs.pop(name))
+        return None if kwargs else args
+
     def example_inputs(self, seed: int) -> list[Any]:
         if self.kernelbench:  # the author's own distribution, reseeded
             torch.manual_seed(seed)
@@ -628,6 +644,23 @@ def _candidate_class(module: Any, class_name: str) -> type:
     raise Reject(f"defines neither ModelNew nor {class_name} as an nn.Module")
 
 
+def _build_candidate(cls: type, problem: Problem, device: str) -> torch.nn.Module:
+    """Build with the original arguments; by keyword first, then positionally in the original's
+    order (a model sees them positionally, through get_init_inputs, and may rename them)."""
+    attempts = [(problem.init_args, problem.init_kwargs)]
+    positional = problem.positional_init_args()
+    if problem.init_kwargs and positional is not None:
+        attempts.append((positional, {}))
+    failure: Exception | None = None
+    for args, kwargs in attempts:
+        try:
+            return build_module(cls, args, kwargs, device)
+        except Exception as exc:
+            failure = failure or exc
+    assert failure is not None
+    raise Reject("check 1: " + describe_exc(failure, "cannot be built with the original arguments"))
+
+
 _CANDIDATE_THREADS: list[str] = []
 
 
@@ -708,10 +741,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
     _integrity(before, "importing the candidate")
     cls = _candidate_class(cand_mod, req["class_name"])
-    try:
-        cand = build_module(cls, problem.init_args, problem.init_kwargs, device)
-    except Exception as exc:
-        raise Reject("check 1: " + describe_exc(exc, "cannot be built with the original arguments")) from None
+    cand = _build_candidate(cls, problem, device)
     try:
         cand.load_state_dict(problem.module.state_dict(), strict=True)
     except RuntimeError as exc:

@@ -482,6 +482,11 @@ def test_rmsnorm_renamed_weight_is_rejected(layers):
     assert '"scale"' in c["reason"] and '"weight"' in c["reason"]
 
 
+def test_rmsnorm_with_renamed_constructor_arguments_builds_positionally(layers):
+    c = layers.candidates("RMSNorm")["renamed_args.py"]
+    assert c["status"] == "correct", c["reason"]
+
+
 def test_subclass_in_the_same_file_is_built(layers):
     for name in ("GatedMLP", "Block"):
         m = layers.module(name)
