@@ -134,6 +134,7 @@ def kernelize(
 
         problem.build = build
         candidates = _collect(problem, generators, settings, report, progress)
+        sources = {(c.generator, c.id): c.source for c in candidates}
         for i, cand in enumerate(candidates, 1):
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
             result = evaluate_candidate(problem, cand, prep, settings, env)
@@ -144,6 +145,9 @@ def kernelize(
                 f"{result.status.value}{extra}"
             )
     choose_best(report, settings)
+    best = report.best_candidate()
+    if best is not None:
+        report.best_source = sources.get((best.generator, best.id))
     return report
 
 

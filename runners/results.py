@@ -106,6 +106,7 @@ class ModuleReport:
     baselines: Baselines = field(default_factory=Baselines)
     candidates: list[CandidateResult] = field(default_factory=list)
     best: str | None = None
+    best_source: str | None = None  # the winning candidate's code, exactly as verified
     snippet: str | None = None  # how to make an unbuildable module buildable
 
     def best_candidate(self) -> CandidateResult | None:

@@ -1,0 +1,94 @@
+"""The GPU-side Celery task: a thin wrapper around ``runners.pipeline.kernelize``.
+
+It receives everything in its message (the source bundle, the target, the
+engine settings) and returns a plain report. It never reaches GitHub: no
+token, no clone, no database. Generator resources that belong to the machine
+(model weights, a candidates folder, an inference server) come from its own
+environment: ``KERNELIZE_MODEL``, ``KERNELIZE_CANDIDATES_DIR``,
+``KERNELIZE_API_BASE``, ``KERNELIZE_API_MODE``.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from runners import pipeline
+from runners.bundle import BundleError, unpack
+from runners.discover import DiscoveryError
+from runners.generators import GeneratorError, make_generator
+from runners.generators.base import Generator
+from runners.inputs import ConfigError, ModuleEntry, parse_module_entry
+from runners.results import CandidateResult, ModuleReport, Status, to_dict
+
+KERNELIZE_MODULE = "kernelize.kernelize_module"
+
+
+def worker_options(device: str) -> dict[str, Any]:
+    env = os.environ
+    return {
+        "device": device,
+        "model": env.get("KERNELIZE_MODEL"),
+        "candidates": env.get("KERNELIZE_CANDIDATES_DIR"),
+        "api_base": env.get("KERNELIZE_API_BASE"),
+        "api_mode": env.get("KERNELIZE_API_MODE"),
+    }
+
+
+def _device(requested: str) -> str:
+    import torch
+
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def _skipped(target: str, rel_path: str, class_name: str, reason: str) -> dict[str, Any]:
+    report = ModuleReport(
+        target=target, file=rel_path, class_name=class_name, status="skipped", reason=reason
+    )
+    return to_dict(report)  # type: ignore[no-any-return]
+
+
+def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
+    """``request``: bundle, rel_path, class_name, generators, samples, min_speedup, timeout_s,
+    device ("auto"), modules (the repo config's ``modules:`` section). Returns a ModuleReport dict."""
+    rel_path, class_name = request["rel_path"], request["class_name"]
+    target = f"{rel_path}::{class_name}"
+    device = _device(request.get("device", "auto"))
+    settings = pipeline.Settings(
+        device=device,
+        timeout_s=float(request.get("timeout_s", 300)),
+        min_speedup=float(request.get("min_speedup", 1.05)),
+        samples=int(request.get("samples", 4)),
+    )
+    with tempfile.TemporaryDirectory(prefix="kernelize-bundle-") as tmp:
+        root = Path(tmp)
+        try:
+            unpack(request["bundle"], root)
+            entries: dict[str, ModuleEntry] = {
+                key: parse_module_entry(raw, f".github/kernelize.yml: modules.{key}")
+                for key, raw in (request.get("modules") or {}).items()
+            }
+            problems, _ = pipeline.problems_for(str(root / rel_path), str(root), class_name, entries)
+        except (BundleError, ConfigError, DiscoveryError, OSError) as exc:
+            return _skipped(target, rel_path, class_name, str(exc))
+        if not problems:
+            return _skipped(target, rel_path, class_name, f"no nn.Module class {class_name} in {rel_path}")
+        generators: list[Generator] = []
+        errors: list[CandidateResult] = []
+        for name in request.get("generators", ["files"]):
+            try:
+                generators.append(make_generator(name, worker_options(device)))
+            except GeneratorError as exc:
+                errors.append(CandidateResult(name, name, Status.ERROR, f"generator: {exc}"))
+        report = pipeline.kernelize(problems[0], generators, settings)
+        report.candidates[:0] = errors
+        return to_dict(report)  # type: ignore[no-any-return]
+
+
+def register(app: Any) -> Any:
+    """Register the task on a Celery app (late acks: a worker that dies mid-task gets it redelivered)."""
+    return app.task(name=KERNELIZE_MODULE, acks_late=True, reject_on_worker_lost=True)(kernelize_module)
