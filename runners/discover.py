@@ -151,3 +151,24 @@ def classes_touching(modules: Iterable[ModuleClass], changed_lines: Iterable[int
         if any(m.lineno <= ln <= m.end_lineno for ln in lines):
             hit.append(m.name)
     return hit
+
+
+def added_lines(patch: str | None) -> list[int]:
+    """Head-side line numbers a unified diff adds or changes (its ``+`` lines)."""
+    lines: list[int] = []
+    new = 0
+    for raw in (patch or "").splitlines():
+        if raw.startswith("@@"):
+            # @@ -a,b +c,d @@ ...
+            try:
+                new = int(raw.split("+", 1)[1].split()[0].split(",")[0])
+            except (IndexError, ValueError):
+                new = 0
+            continue
+        if raw.startswith("+") and not raw.startswith("+++"):
+            lines.append(new)
+            new += 1
+        elif raw.startswith(" "):
+            new += 1
+        # "-" lines and "\ No newline at end of file" do not move the head side
+    return lines

@@ -45,16 +45,20 @@ def _device(requested: str) -> str:
     return requested
 
 
-def _skipped(target: str, rel_path: str, class_name: str, reason: str) -> dict[str, Any]:
-    report = ModuleReport(
-        target=target, file=rel_path, class_name=class_name, status="skipped", reason=reason
-    )
-    return to_dict(report)  # type: ignore[no-any-return]
+def _result(device: str, report: ModuleReport) -> dict[str, Any]:
+    return {"device": to_dict(pipeline.describe_device(device)), "module": to_dict(report)}
+
+
+def _skipped(device: str, target: str, rel_path: str, class_name: str, reason: str) -> dict[str, Any]:
+    report = ModuleReport(target, rel_path, class_name, status="skipped", reason=reason)
+    return _result(device, report)
 
 
 def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
     """``request``: bundle, rel_path, class_name, generators, samples, min_speedup, timeout_s,
-    device ("auto"), modules (the repo config's ``modules:`` section). Returns a ModuleReport dict."""
+    device ("auto"), modules (the repo config's ``modules:`` section).
+
+    Returns ``{"device": DeviceInfo dict, "module": ModuleReport dict}``."""
     rel_path, class_name = request["rel_path"], request["class_name"]
     target = f"{rel_path}::{class_name}"
     device = _device(request.get("device", "auto"))
@@ -74,9 +78,10 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
             }
             problems, _ = pipeline.problems_for(str(root / rel_path), str(root), class_name, entries)
         except (BundleError, ConfigError, DiscoveryError, OSError) as exc:
-            return _skipped(target, rel_path, class_name, str(exc))
+            return _skipped(device, target, rel_path, class_name, str(exc))
         if not problems:
-            return _skipped(target, rel_path, class_name, f"no nn.Module class {class_name} in {rel_path}")
+            why = f"no nn.Module class {class_name} in {rel_path}"
+            return _skipped(device, target, rel_path, class_name, why)
         generators: list[Generator] = []
         errors: list[CandidateResult] = []
         for name in request.get("generators", ["files"]):
@@ -86,7 +91,7 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
                 errors.append(CandidateResult(name, name, Status.ERROR, f"generator: {exc}"))
         report = pipeline.kernelize(problems[0], generators, settings)
         report.candidates[:0] = errors
-        return to_dict(report)  # type: ignore[no-any-return]
+        return _result(device, report)
 
 
 def register(app: Any) -> Any:

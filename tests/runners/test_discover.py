@@ -289,3 +289,16 @@ def test_classes_touching_maps_lines_to_classes():
         "Block",
         "NeedsConfig",
     ]
+
+
+def test_added_lines_follow_the_head_side_of_each_hunk():
+    from runners.discover import added_lines
+
+    patch = (
+        "@@ -1,3 +1,4 @@\n import torch\n+import triton\n class A:\n-    x = 1\n+    x = 2\n"
+        "@@ -20,2 +21,3 @@ class B:\n     def f(self):\n+        pass\n         return 1\n"
+        "\\ No newline at end of file\n"
+    )
+    assert added_lines(patch) == [2, 4, 22]
+    assert added_lines(None) == []
+    assert added_lines("@@ -0,0 +1,2 @@\n+a\n+b\n") == [1, 2]
