@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import traceback
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 USER_ERROR, INTERNAL_ERROR = 2, 1
 
@@ -71,6 +73,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="PATH", help="write the JSON report here")
     run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    worker = sub.add_parser("worker", help="run a queue worker (github: GitHub side; gpu: the engine)")
+    worker.add_argument("--queues", default="github", help="comma-separated: github, gpu (default github)")
+    worker.add_argument(
+        "--concurrency", type=int, default=1, help="processes (default 1: one task at a time)"
+    )
+    serve = sub.add_parser(
+        "serve", help="receive GitHub webhooks (settings from KERNELIZE_* variables or .env)"
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
     return parser
 
 
@@ -202,11 +214,130 @@ def _device(choice: str) -> str:
     return choice
 
 
+class JsonFormatter(logging.Formatter):
+    """One JSON object a line: time, level, logger, message and the record's ``extra`` fields."""
+
+    # uvicorn adds color_message (the same text with ANSI colours) to its records.
+    _SKIP = frozenset(logging.makeLogRecord({}).__dict__) | {
+        "message",
+        "asctime",
+        "taskName",
+        "color_message",
+    }
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, Any] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),
+        }
+        entry |= {key: value for key, value in record.__dict__.items() if key not in self._SKIP}
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def cmd_worker(args: argparse.Namespace) -> int:
+    """A Celery worker. ``github`` needs the GitHub App's settings; ``gpu`` alone reads only the broker
+    from the environment and holds no credentials (runners/worker.py)."""
+    queues = [q.strip() for q in args.queues.split(",") if q.strip()]
+    unknown = set(queues) - {"github", "gpu"}
+    if not queues or unknown:
+        raise UserError(f"--queues takes github and/or gpu, got {args.queues!r}")
+    if "github" not in queues:
+        from runners import worker
+
+        return worker.main(["--queues", ",".join(queues), "--concurrency", str(args.concurrency)])
+    from bot.settings import SettingsError, load_settings
+    from runners.celery_app import make_celery
+
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+    if settings.github_app_id is None or settings.private_key() is None:
+        raise UserError(
+            "the github queue needs KERNELIZE_GITHUB_APP_ID and KERNELIZE_GITHUB_PRIVATE_KEY(_PATH)"
+        )
+    from bot import tasks as bot_tasks
+    from runners import tasks as runner_tasks
+
+    app = make_celery(settings.broker_url, settings.result_backend)
+    bot_tasks.register(app)
+    if "gpu" in queues:  # one machine doing both: the same process also runs the engine
+        runner_tasks.register(app)
+    pool = ["--pool", "solo"] if args.concurrency == 1 else ["--concurrency", str(args.concurrency)]
+    app.worker_main(
+        [
+            "worker",
+            "-Q",
+            ",".join(queues),
+            *pool,
+            "--loglevel",
+            "INFO",
+            "--without-gossip",
+            "--without-mingle",
+        ]
+    )
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    # The web process: no torch, nothing that waits on GitHub or a GPU (see ARCHITECTURE.md).
+    from bot.settings import SettingsError, load_settings, mask_url
+
+    if not 0 < args.port < 65536:
+        raise UserError(f"--port must be between 1 and 65535, got {args.port}")
+    try:
+        settings = load_settings()
+    except SettingsError as exc:
+        raise UserError(str(exc)) from None
+
+    import uvicorn
+    from sqlalchemy.exc import SQLAlchemyError
+
+    from bot import db
+    from bot.web import create_app
+    from runners.celery_app import celery_broker_ok, celery_enqueue, make_celery
+
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    logging.basicConfig(level=logging.INFO, handlers=[handler], force=True)
+    engine = db.make_engine(settings.database_url)
+    try:
+        db.create_schema(engine)
+    except SQLAlchemyError as exc:
+        reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise UserError(f"cannot open the database {mask_url(settings.database_url)}: {reason}") from None
+    celery = make_celery(settings.broker_url, settings.result_backend)
+    from bot.events import decide as events_decide
+
+    def decide(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+        # Check-run events for other apps' runs are not ours: bot.events needs our app id.
+        return events_decide(event, payload, app_id=settings.github_app_id)
+
+    app = create_app(
+        settings,
+        decide=decide,
+        enqueue=celery_enqueue(celery),
+        session_factory=db.session_factory(engine),
+        broker_ok=celery_broker_ok(celery),
+    )
+    # log_config=None: uvicorn's own lines go through the JSON handler above.
+    uvicorn.run(app, host=args.host, port=args.port, log_config=None)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "serve":
+            return cmd_serve(args)
+        if args.command == "worker":
+            return cmd_worker(args)
         raise UserError(f"unknown command {args.command}")
     except UserError as exc:
         print(f"kernelize: error: {exc}", file=sys.stderr)

@@ -1,0 +1,104 @@
+"""Engine, sessions and the few writes the web edge makes. SQLite and PostgreSQL alike."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.pool import StaticPool
+
+from bot.models import Base, Delivery, Outcome
+
+# psycopg 3 is the driver we ship; a bare postgresql:// would make SQLAlchemy look for psycopg2.
+_PG_ALIASES = ("postgresql", "postgres")
+
+
+def normalize_url(url: str) -> str:
+    """``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``; others pass through."""
+    parsed = make_url(url)
+    if parsed.drivername in _PG_ALIASES:
+        parsed = parsed.set(drivername="postgresql+psycopg")
+    return parsed.render_as_string(hide_password=False)
+
+
+def make_engine(url: str) -> Engine:
+    parsed = make_url(normalize_url(url))
+    backend = parsed.get_backend_name()
+    if backend != "sqlite":
+        connect_args: dict[str, object] = {}
+        if backend == "postgresql" and "connect_timeout" not in parsed.query:
+            connect_args["connect_timeout"] = 5  # a dead database fails /healthz and requests, not hangs
+        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+    if parsed.database in (None, "", ":memory:"):
+        # One shared in-memory database for every thread (the web handlers run in a threadpool).
+        engine = create_engine(parsed, connect_args={"check_same_thread": False}, poolclass=StaticPool)
+    else:
+        # Writers queue for the file lock instead of failing at once (pysqlite's default is 5 s).
+        engine = create_engine(parsed, connect_args={"timeout": 15})
+    _sqlite_real_transactions(engine)
+    return engine
+
+
+def _sqlite_real_transactions(engine: Engine) -> None:
+    """Let SQLAlchemy, not pysqlite, begin transactions (SQLAlchemy's documented recipe).
+
+    pysqlite defers BEGIN to the first INSERT, so a SAVEPOINT issued first becomes the
+    outermost transaction and its RELEASE commits: a rollback afterwards would undo nothing.
+    """
+
+    @event.listens_for(engine, "connect")
+    def _no_implicit_begin(dbapi_connection: Any, _record: Any) -> None:
+        dbapi_connection.isolation_level = None
+
+    @event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN")
+
+
+def session_factory(engine: Engine) -> sessionmaker[Session]:
+    return sessionmaker(engine, expire_on_commit=False)
+
+
+def create_schema(engine: Engine) -> None:
+    """Create missing tables. Alembic migrations replace this once the schema first changes."""
+    Base.metadata.create_all(engine)
+
+
+def record_delivery(
+    session: Session,
+    *,
+    delivery_id: str,
+    event: str,
+    outcome: Outcome,
+    action: str | None = None,
+    installation_id: int | None = None,
+    repository: str | None = None,
+    job_id: str | None = None,
+) -> Delivery | None:
+    """Insert the delivery and flush it; None when ``delivery_id`` was already recorded.
+
+    The unique constraint decides, not a prior SELECT: two concurrent redeliveries
+    cannot both get through (on PostgreSQL the second INSERT waits for the first
+    transaction, then fails). A savepoint keeps the caller's transaction usable.
+    """
+    row = Delivery(
+        delivery_id=delivery_id,
+        event=event,
+        action=action,
+        installation_id=installation_id,
+        repository=repository,
+        outcome=outcome,
+        job_id=job_id,
+    )
+    try:
+        with session.begin_nested():
+            session.add(row)
+    except IntegrityError:
+        exists = select(Delivery.id).where(Delivery.delivery_id == delivery_id)
+        if session.execute(exists).first() is None:
+            raise  # some other constraint: a bug, not a duplicate
+        return None
+    return row

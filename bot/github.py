@@ -1,0 +1,504 @@
+"""The GitHub API, for the app and for one installation: the only module that imports PyGithub.
+
+Callers get plain dataclasses, strings and ints back and never see a PyGithub
+object, so the rest of the bot can be tested with a fake HTTP server alone.
+
+Every failure of a call (an HTTP error, a 5xx that outlived the retries, a
+connection that could not be made) leaves this module as one
+:class:`GitHubError` naming the method, the path and the status. Tokens and
+keys never appear in an error, a log line or a repr.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+import re
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import github
+import requests
+from github.Auth import Auth
+from github.Repository import Repository
+
+from bot.publish import ReviewComment
+
+__all__ = [
+    "GitHubApp",
+    "GitHubError",
+    "InstallationClient",
+    "PullFile",
+    "PullInfo",
+    "ReviewComment",
+]
+
+log = logging.getLogger(__name__)
+
+# Installation tokens live one hour; one fetched within this margin of its expiry is refreshed, so a
+# task that starts with a cached token still has minutes of validity for its slowest call.
+TOKEN_REFRESH_MARGIN = timedelta(minutes=5)
+# GitHub returns at most 100 items a page; PyGithub's default of 30 triples the calls for big pulls.
+PER_PAGE = 100
+MAX_CHECK_RUN_ACTIONS = 3  # GitHub refuses more (422)
+REACTIONS = frozenset({"+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"})
+
+
+class GitHubError(Exception):
+    """A GitHub API call failed for good (after retries). The message never holds a token.
+
+    ``status`` is the HTTP status when there was a response (None for a connection failure);
+    ``transient`` says whether trying the same call later may succeed (5xx, rate limits, network);
+    ``retry_after`` is GitHub's suggested wait in seconds when a rate limit is the cause.
+    """
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        status: int | None,
+        detail: str,
+        *,
+        retry_after: float | None = None,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.status = status
+        self.detail = detail
+        self.retry_after = retry_after
+        shown = "no response" if status is None else str(status)
+        super().__init__(f"GitHub API {method} {path} failed ({shown}): {detail}")
+
+    @property
+    def transient(self) -> bool:
+        return self.status is None or self.status >= 500 or self.status == 429 or self.retry_after is not None
+
+
+@dataclass(frozen=True)
+class PullInfo:
+    number: int
+    head_sha: str
+    base_sha: str
+    head_repo_full_name: str | None  # None when the fork was deleted
+    author_login: str
+    author_association: str  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, NONE, …
+    draft: bool
+    is_fork: bool
+
+
+@dataclass(frozen=True)
+class PullFile:
+    filename: str
+    status: str  # added, modified, removed, renamed, copied, changed, unchanged
+    patch: str | None  # None for binary files and diffs GitHub declines to show (too large)
+    previous_filename: str | None = None
+
+
+class _InstallationAuth(Auth):
+    """Authorization header from the app's token cache, read afresh for every request."""
+
+    def __init__(self, token: Callable[[], str]) -> None:
+        self._get = token
+
+    @property
+    def token_type(self) -> str:
+        return "token"
+
+    @property
+    def token(self) -> str:
+        return self._get()
+
+    @property
+    def _masked_token(self) -> str:
+        return "token (installation token removed)"
+
+    def __repr__(self) -> str:
+        return "_InstallationAuth(<hidden>)"
+
+
+@dataclass
+class _Token:
+    value: str
+    expires_at: datetime
+
+
+def _utcnow() -> datetime:
+    return datetime.now(UTC)
+
+
+class GitHubApp:
+    """The GitHub App: signs its JWT, hands out installation clients, caches their tokens.
+
+    ``seconds_between_writes`` is PyGithub's pause between mutating calls (GitHub asks for one
+    second between them to avoid secondary rate limits); tests against a local fake pass 0.
+    ``seconds_between_requests`` defaults to a quarter of it (PyGithub's own ratio: 0.25 s).
+    Retries: ``retries`` attempts with exponential backoff (0, 2, 4, 8, 16 s: 30 s in all by default) on
+    5xx and 429, and on 403 rate limits, waiting for ``Retry-After`` or ``X-RateLimit-Reset`` up to
+    ``max_rate_limit_wait`` seconds (beyond that the call fails with ``GitHubError.retry_after``
+    set, so a queue can reschedule it instead of holding a worker).
+    """
+
+    def __init__(
+        self,
+        app_id: int | str,
+        private_key_pem: str,
+        base_url: str = "https://api.github.com",
+        seconds_between_writes: float = 1.0,
+        *,
+        seconds_between_requests: float | None = None,
+        retries: int = 5,
+        backoff_factor: float = 1.0,
+        max_rate_limit_wait: float = 300.0,
+        timeout: int = 15,
+        bot_login: str | None = None,
+        clock: Callable[[], datetime] = _utcnow,
+    ) -> None:
+        self.app_id = str(app_id)
+        self.base_url = base_url.rstrip("/")
+        self._seconds_between_writes = seconds_between_writes
+        self._seconds_between_requests = (
+            seconds_between_writes / 4 if seconds_between_requests is None else seconds_between_requests
+        )
+        self._retries = retries
+        self._backoff_factor = backoff_factor
+        self._max_rate_limit_wait = max_rate_limit_wait
+        self._timeout = timeout
+        self._clock = clock
+        self._bot_login = bot_login
+        self._lock = threading.Lock()
+        self._login_lock = threading.Lock()
+        self._install_locks: dict[int, threading.Lock] = {}
+        self._tokens: dict[int, _Token] = {}
+        self._integration = github.GithubIntegration(
+            auth=github.Auth.AppAuth(self.app_id, private_key_pem),
+            base_url=self.base_url,
+            timeout=timeout,
+            retry=self.retry_policy(),
+            seconds_between_requests=self._seconds_between_requests,
+            seconds_between_writes=seconds_between_writes,
+        )
+
+    def __repr__(self) -> str:
+        return f"GitHubApp(app_id={self.app_id!r}, base_url={self.base_url!r})"
+
+    def retry_policy(self) -> github.GithubRetry:
+        """A fresh retry policy (GithubIntegration's default is none at all: see PITFALLS.md)."""
+        return github.GithubRetry(
+            total=self._retries,
+            backoff_factor=self._backoff_factor,
+            # GithubRetry adds 403 to these, and retries a 403 only when it is a rate limit.
+            status_forcelist=[*range(500, 600), 429],
+            max_rate_limit_wait=self._max_rate_limit_wait,
+        )
+
+    def installation(self, installation_id: int) -> InstallationClient:
+        """A client acting as one installation. Cheap: the token is fetched on first use, then cached."""
+        gh = github.Github(
+            auth=_InstallationAuth(lambda: self._token(installation_id)),
+            base_url=self.base_url,
+            timeout=self._timeout,
+            per_page=PER_PAGE,
+            retry=self.retry_policy(),
+            seconds_between_requests=self._seconds_between_requests,
+            seconds_between_writes=self._seconds_between_writes,
+            lazy=True,  # objects made from a URL fetch nothing until an attribute is read
+        )
+        return InstallationClient(self, installation_id, gh)
+
+    def bot_login(self) -> str:
+        """The app's own user login (``<slug>[bot]``), from ``GET /app`` once, unless given."""
+        with self._login_lock:
+            if self._bot_login is None:
+                with _translated("GET", "/app", self._scrub):
+                    slug = self._integration.get_app().slug
+                self._bot_login = f"{slug}[bot]"
+            return self._bot_login
+
+    def _token(self, installation_id: int) -> str:
+        """The installation's token, fetched anew when none is cached or it is near expiry."""
+        with self._lock:
+            lock = self._install_locks.setdefault(installation_id, threading.Lock())
+        with lock:  # one fetch per installation at a time; other installations are not held up
+            cached = self._tokens.get(installation_id)
+            if cached is not None and self._clock() < cached.expires_at - TOKEN_REFRESH_MARGIN:
+                return cached.value
+            path = f"/app/installations/{installation_id}/access_tokens"
+            with _translated("POST", path, self._scrub):
+                auth = self._integration.get_access_token(installation_id)
+            expires_at = auth.expires_at
+            if expires_at.tzinfo is None:
+                expires_at = expires_at.replace(tzinfo=UTC)
+            self._tokens[installation_id] = _Token(auth.token, expires_at)
+            log.info("installation %s: new token, expires %s", installation_id, expires_at.isoformat())
+            return auth.token
+
+    def _scrub(self, text: str) -> str:
+        """``text`` with every token this app holds replaced (defence in depth: none should be there)."""
+        for tok in list(self._tokens.values()):
+            if tok.value:
+                text = text.replace(tok.value, "***")
+        return text
+
+
+_RETRY_STATUS = re.compile(r"too many (\d{3}) error responses")
+
+
+def _detail(exc: github.GithubException) -> str:
+    """GitHub's own words: its message and each entry of ``errors``."""
+    data = exc.data
+    if not isinstance(data, dict):
+        return str(data or exc.message or "no message")[:500]
+    parts = [str(data.get("message") or exc.message or "no message")]
+    for err in data.get("errors") or []:
+        if isinstance(err, dict):
+            text = err.get("message") or " ".join(
+                str(err[k]) for k in ("resource", "field", "code") if k in err
+            )
+            parts.append(str(text))
+        else:
+            parts.append(str(err))
+    return "; ".join(p for p in parts if p)
+
+
+def _rate_limit_wait(headers: Mapping[str, str]) -> float:
+    """Seconds until GitHub lifts a rate limit: ``Retry-After``, else ``X-RateLimit-Reset``, else 60."""
+    lower = {k.lower(): v for k, v in headers.items()}
+    if lower.get("retry-after", "").isdigit():
+        return float(lower["retry-after"])
+    if lower.get("x-ratelimit-reset", "").isdigit():
+        return max(0.0, float(lower["x-ratelimit-reset"]) - datetime.now(UTC).timestamp())
+    return 60.0  # GitHub's advice for secondary limits without a header: wait at least a minute
+
+
+@contextmanager
+def _translated(method: str, path: str, scrub: Callable[[str], str]) -> Iterator[None]:
+    """Turn PyGithub's and requests' exceptions into GitHubError."""
+    try:
+        yield
+    except github.RateLimitExceededExceedsMaxWait as exc:
+        detail = f"{_detail(exc)} (rate limited; GitHub asks to wait {exc.wait or 0:.0f} s)"
+        raise GitHubError(method, path, exc.status, scrub(detail), retry_after=exc.wait) from None
+    except github.RateLimitExceededException as exc:
+        wait = _rate_limit_wait(exc.headers or {})
+        detail = f"{_detail(exc)} (rate limited; try again in {wait:.0f} s)"
+        raise GitHubError(method, path, exc.status, scrub(detail), retry_after=wait) from None
+    except github.GithubException as exc:
+        raise GitHubError(method, path, exc.status, scrub(_detail(exc))) from None
+    except requests.exceptions.RetryError as exc:
+        match = _RETRY_STATUS.search(str(exc))
+        status = int(match.group(1)) if match else None
+        detail = "GitHub kept failing after every retry; try again later"
+        raise GitHubError(method, path, status, detail) from None
+    except requests.exceptions.RequestException as exc:
+        detail = f"{type(exc).__name__}: could not reach GitHub; try again later"
+        raise GitHubError(method, path, None, detail) from None
+
+
+class InstallationClient:
+    """What the tasks do on GitHub as one installation. Obtain it from :meth:`GitHubApp.installation`.
+
+    Use one client per task or thread (the app, and its token cache, are shared safely); ``close()``
+    it, or use it as a context manager, to release its HTTP connections.
+    """
+
+    def __init__(self, app: GitHubApp, installation_id: int, gh: github.Github) -> None:
+        self._app = app
+        self.installation_id = installation_id
+        self._gh = gh
+
+    def __repr__(self) -> str:
+        return f"InstallationClient(installation_id={self.installation_id})"
+
+    def __enter__(self) -> InstallationClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._gh.close()
+
+    def _call(self, method: str, path: str) -> AbstractContextManager[None]:
+        return _translated(method, path, self._app._scrub)
+
+    def _repo(self, owner: str, repo: str) -> Repository:
+        return self._gh.get_repo(f"{owner}/{repo}")  # lazy: no request until an attribute is read
+
+    def pull(self, owner: str, repo: str, number: int) -> PullInfo:
+        """``GET /repos/{owner}/{repo}/pulls/{number}``: the pull request's shas, author and origin."""
+        with self._call("GET", f"/repos/{owner}/{repo}/pulls/{number}"):
+            pr = self._repo(owner, repo).get_pull(number)
+            head_repo = pr.head.repo
+            base_repo = pr.base.repo
+            head_name = head_repo.full_name if head_repo is not None else None
+            return PullInfo(
+                number=pr.number,
+                head_sha=pr.head.sha,
+                base_sha=pr.base.sha,
+                head_repo_full_name=head_name,
+                author_login=pr.user.login if pr.user is not None else "ghost",
+                author_association=pr.author_association or "NONE",
+                draft=bool(pr.draft),
+                is_fork=head_name is None or head_name != base_repo.full_name,
+            )
+
+    def pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
+        """Every file of the pull request, all pages (GitHub lists at most 3,000)."""
+        with self._call("GET", f"/repos/{owner}/{repo}/pulls/{number}/files"):
+            files = self._repo(owner, repo).get_pull(number).get_files()
+            return [
+                PullFile(
+                    filename=f.filename,
+                    status=f.status,
+                    patch=f.patch,
+                    previous_filename=f.previous_filename,
+                )
+                for f in files
+            ]
+
+    def file_text(self, owner: str, repo: str, path: str, ref: str) -> str | None:
+        """The text of ``path`` at ``ref`` (UTF-8, bad bytes replaced); None if it is not a file there.
+
+        Files over 1 MB come back from the contents API without content: they are read as a blob.
+        """
+        api_path = f"/repos/{owner}/{repo}/contents/{path}"
+        with self._call("GET", api_path):
+            gh_repo = self._repo(owner, repo)
+            try:
+                content = gh_repo.get_contents(path, ref=ref)
+            except github.UnknownObjectException:
+                return None
+            if isinstance(content, list) or content.type != "file":
+                return None
+            if content.encoding == "base64" and content.content is not None:
+                raw: bytes = content.decoded_content
+            else:
+                blob = gh_repo.get_git_blob(content.sha)
+                raw = base64.b64decode(blob.content) if blob.encoding == "base64" else blob.content.encode()
+            return raw.decode("utf-8", errors="replace")
+
+    def permission(self, owner: str, repo: str, username: str) -> str:
+        """``admin``, ``write``, ``read`` or ``none``: the user's permission on the repository.
+
+        A user GitHub does not know (404) has ``none``.
+        """
+        with self._call("GET", f"/repos/{owner}/{repo}/collaborators/{username}/permission"):
+            try:
+                return str(self._repo(owner, repo).get_collaborator_permission(username))
+            except github.UnknownObjectException:
+                return "none"
+
+    def create_check_run(
+        self,
+        owner: str,
+        repo: str,
+        head_sha: str,
+        name: str,
+        status: str,
+        output: Mapping[str, str] | None = None,
+        external_id: str | None = None,
+        actions: Sequence[Mapping[str, str]] | None = None,
+    ) -> int:
+        """Open a check run on ``head_sha`` and return its id.
+
+        ``status``: queued, in_progress or completed; ``output``: ``{"title", "summary", "text"}``
+        (each at most 65,535 characters and bytes); ``actions``: at most three
+        ``{"label", "description", "identifier"}``.
+        """
+        if actions is not None and len(actions) > MAX_CHECK_RUN_ACTIONS:
+            raise ValueError(
+                f"GitHub allows at most {MAX_CHECK_RUN_ACTIONS} check-run actions, got {len(actions)}"
+            )
+        kwargs: dict[str, Any] = {"name": name, "head_sha": head_sha, "status": status}
+        if output is not None:
+            kwargs["output"] = dict(output)
+        if external_id is not None:
+            kwargs["external_id"] = external_id
+        if actions is not None:
+            kwargs["actions"] = [dict(a) for a in actions]
+        with self._call("POST", f"/repos/{owner}/{repo}/check-runs"):
+            return int(self._repo(owner, repo).create_check_run(**kwargs).id)
+
+    def update_check_run(
+        self,
+        owner: str,
+        repo: str,
+        check_run_id: int,
+        *,
+        status: str | None = None,
+        conclusion: str | None = None,
+        output: Mapping[str, str] | None = None,
+    ) -> None:
+        """Change a check run. Giving a ``conclusion`` completes it (GitHub sets status ``completed``)."""
+        kwargs: dict[str, Any] = {}
+        if status is not None:
+            kwargs["status"] = status
+        if conclusion is not None:
+            kwargs["conclusion"] = conclusion
+        if output is not None:
+            kwargs["output"] = dict(output)
+        with self._call("PATCH", f"/repos/{owner}/{repo}/check-runs/{check_run_id}"):
+            self._repo(owner, repo).get_check_run(check_run_id).edit(**kwargs)
+
+    def create_review(
+        self,
+        owner: str,
+        repo: str,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: Sequence[ReviewComment],
+    ) -> int:
+        """Post one review (event COMMENT) with line comments on the RIGHT side; return its id.
+
+        Each comment's ``line`` (and ``start_line``, strictly before it) must lie in one diff hunk
+        of ``commit_sha``, or GitHub answers 422 and nothing is posted.
+        """
+        payload_comments = []
+        for c in comments:
+            item: dict[str, Any] = {"path": c.path, "line": c.line, "side": "RIGHT", "body": c.body}
+            if c.start_line is not None:
+                item["start_line"] = c.start_line
+                item["start_side"] = "RIGHT"
+            payload_comments.append(item)
+        payload = {"commit_id": commit_sha, "body": body, "event": "COMMENT", "comments": payload_comments}
+        path = f"/repos/{owner}/{repo}/pulls/{number}/reviews"
+        with self._call("POST", path):
+            _, data = self._gh.requester.requestJsonAndCheck("POST", path, input=payload)
+            return int(data["id"])
+
+    def upsert_comment(self, owner: str, repo: str, number: int, marker: str, body: str) -> int:
+        """Edit the bot's issue comment whose body contains ``marker``, or create one; return its id.
+
+        Only comments written by this app are considered, so a user quoting the marker is left alone.
+        """
+        me = self._app.bot_login()
+        path = f"/repos/{owner}/{repo}/issues/{number}/comments"
+        with self._call("GET", path):
+            issue = self._repo(owner, repo).get_issue(number)
+            mine = next(
+                (
+                    c
+                    for c in issue.get_comments()
+                    if c.user is not None and c.user.login == me and marker in (c.body or "")
+                ),
+                None,
+            )
+        if mine is not None:
+            with self._call("PATCH", f"/repos/{owner}/{repo}/issues/comments/{mine.id}"):
+                mine.edit(body)
+            return int(mine.id)
+        with self._call("POST", path):
+            return int(issue.create_comment(body).id)
+
+    def react(self, owner: str, repo: str, comment_id: int, content: str) -> None:
+        """Add a reaction (``+1``, ``eyes``, ``rocket``, …) to an issue comment."""
+        if content not in REACTIONS:
+            raise ValueError(f"unknown reaction {content!r}; GitHub accepts {sorted(REACTIONS)}")
+        path = f"/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
+        with self._call("POST", path):
+            self._gh.requester.requestJsonAndCheck("POST", path, input={"content": content})

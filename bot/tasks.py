@@ -1,0 +1,207 @@
+"""The GitHub-side Celery tasks: plan a pull request, then publish what the GPU workers found.
+
+``plan_pull_request`` (queue ``github``) reads the pull request, maps its diff
+to the ``nn.Module`` classes it touches, packs the changed Python sources into
+a bundle and fans out one ``kernelize_module`` task per class to the ``gpu``
+queue; a chord calls ``publish_pull_request`` (queue ``github``) with their
+reports. Tasks take primitives and load the rest; GitHub credentials never
+leave this side.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import logging
+from typing import Any
+
+import yaml
+from celery import chord
+
+from bot import publish
+from bot.github import GitHubApp, InstallationClient
+from bot.settings import Settings, load_settings
+from runners.bundle import BundleError, pack
+from runners.celery_app import GPU_QUEUE, KERNELIZE_TASK, PLAN_TASK, PUBLISH_TASK
+from runners.discover import DiscoveryError, added_lines, classes_touching, find_modules
+from runners.results import DeviceInfo, RunReport, module_from_dict
+
+log = logging.getLogger(__name__)
+CHECK_NAME = "Kernelize"
+CONFIG_PATH = ".github/kernelize.yml"
+
+
+@functools.lru_cache(maxsize=1)
+def _settings() -> Settings:
+    return load_settings()
+
+
+@functools.lru_cache(maxsize=1)
+def _app() -> GitHubApp:
+    s = _settings()
+    key = s.private_key()
+    if s.github_app_id is None or key is None:
+        raise RuntimeError("KERNELIZE_GITHUB_APP_ID and a private key are needed on the github queue")
+    return GitHubApp(
+        s.github_app_id, key, base_url=s.github_api_url, seconds_between_writes=s.seconds_between_writes
+    )
+
+
+def _client(installation_id: int) -> InstallationClient:
+    return _app().installation(installation_id)
+
+
+def _repo_modules_config(client: InstallationClient, owner: str, repo: str, ref: str) -> dict[str, Any]:
+    """The ``modules:`` section of the repository config at ``ref`` (empty when there is none)."""
+    text = client.file_text(owner, repo, CONFIG_PATH, ref)
+    if not text:
+        return {}
+    data = yaml.safe_load(text) or {}
+    modules = data.get("modules", {}) if isinstance(data, dict) else {}
+    return modules if isinstance(modules, dict) else {}
+
+
+def settings_hash(request: dict[str, Any]) -> str:
+    """The part of the idempotency key that says how the engine was asked to run."""
+    keys = ("generators", "samples", "min_speedup")
+    return hashlib.sha256(json.dumps({k: request.get(k) for k in keys}, sort_keys=True).encode()).hexdigest()[
+        :12
+    ]
+
+
+def plan_pull_request(
+    app: Any,
+    installation_id: int,
+    owner: str,
+    repo: str,
+    number: int,
+    head_sha: str,
+    reason: str = "",
+    **_: Any,
+) -> dict[str, Any]:
+    client = _client(installation_id)
+    pull = client.pull(owner, repo, number)
+    if pull.head_sha != head_sha:
+        return {"skipped": f"head moved from {head_sha[:7]} to {pull.head_sha[:7]}; a newer event covers it"}
+    files = [
+        f
+        for f in client.pull_files(owner, repo, number)
+        if f.filename.endswith(".py") and f.status != "removed"
+    ]
+    sources: dict[str, str] = {}
+    targets: list[dict[str, Any]] = []
+    for f in files:
+        text = client.file_text(owner, repo, f.filename, head_sha)
+        if text is None:
+            continue
+        sources[f.filename] = text
+        try:
+            modules = find_modules(text, f.filename)
+        except DiscoveryError:
+            continue  # a syntax error in the pull request is not ours to report
+        by_name = {m.name: m for m in modules}
+        for name in classes_touching(modules, added_lines(f.patch)):
+            m = by_name[name]
+            targets.append({"path": f.filename, "class_name": name, "start": m.lineno, "end": m.end_lineno})
+    if not targets:
+        return {"skipped": "no nn.Module class changed"}
+
+    s = _settings()
+    check_run_id = client.create_check_run(
+        owner,
+        repo,
+        head_sha,
+        CHECK_NAME,
+        "in_progress",
+        output={
+            "title": f"Checking {len(targets)} module(s)",
+            "summary": "Generating, verifying and timing kernels.",
+        },
+        external_id=f"{owner}/{repo}#{number}@{head_sha}",
+    )
+    try:
+        bundle = pack(sources)
+        modules_config = _repo_modules_config(client, owner, repo, pull.base_sha)
+    except (BundleError, yaml.YAMLError) as exc:
+        client.update_check_run(
+            owner,
+            repo,
+            check_run_id,
+            conclusion="failure",
+            output={"title": "Kernelize could not start", "summary": str(exc)[:60000]},
+        )
+        return {"failed": str(exc)}
+    engine = {
+        "generators": s.generators,
+        "samples": s.samples,
+        "min_speedup": s.min_speedup,
+        "timeout_s": s.candidate_timeout_s,
+    }
+    header = [
+        app.signature(
+            KERNELIZE_TASK,
+            kwargs={
+                "request": {
+                    **engine,
+                    "bundle": bundle,
+                    "rel_path": t["path"],
+                    "class_name": t["class_name"],
+                    "modules": modules_config,
+                }
+            },
+            queue=GPU_QUEUE,
+        )
+        for t in targets
+    ]
+    context = {
+        "installation_id": installation_id,
+        "owner": owner,
+        "repo": repo,
+        "number": number,
+        "head_sha": head_sha,
+        "check_run_id": check_run_id,
+        "targets": targets,
+        "patches": {f.filename: f.patch or "" for f in files},
+        "key": f"{owner}/{repo}#{number}@{head_sha}:{settings_hash(engine)}",
+    }
+    chord(header)(app.signature(PUBLISH_TASK, kwargs={"context": context}))
+    log.info("planned %d module(s) for %s/%s#%d at %s", len(targets), owner, repo, number, head_sha[:7])
+    return {"modules": len(targets), "check_run_id": check_run_id}
+
+
+def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
+    owner, repo, number, head_sha = context["owner"], context["repo"], context["number"], context["head_sha"]
+    client = _client(context["installation_id"])
+    reports = [module_from_dict(r["module"]) for r in results]
+    device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
+    run = RunReport(device=device, modules=reports, min_speedup=_settings().min_speedup)
+    spans: dict[str, dict[str, tuple[int, int]]] = {}
+    for t in context["targets"]:
+        spans.setdefault(t["path"], {})[t["class_name"]] = (t["start"], t["end"])
+    winners = {(m.target, m.best): m.best_source for m in reports if m.best and m.best_source}
+    plan = publish.plan_review(
+        reports, spans, context["patches"], winners, head_sha, device=device, min_speedup=run.min_speedup
+    )
+    review_id = None
+    if plan.comments:
+        review_id = client.create_review(owner, repo, number, head_sha, plan.body, plan.comments)
+    summary = publish.summary_comment(run, reports, head_sha, plan)
+    comment_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary)
+    out = publish.check_run_output(run, reports, plan)
+    client.update_check_run(
+        owner, repo, context["check_run_id"], conclusion=out.conclusion, output=out.as_output()
+    )
+    return {"review_id": review_id, "summary_comment_id": comment_id, "conclusion": out.conclusion}
+
+
+def register(app: Any) -> None:
+    """Register the GitHub-side tasks on a Celery app."""
+
+    @app.task(name=PLAN_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+    def _plan(self: Any, **kwargs: Any) -> dict[str, Any]:
+        return plan_pull_request(self.app, **kwargs)
+
+    @app.task(name=PUBLISH_TASK, acks_late=True)  # type: ignore[untyped-decorator]
+    def _publish(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
+        return publish_pull_request(results, context)

@@ -1,0 +1,168 @@
+"""The web edge: GitHub's webhook in, one queued task out, in milliseconds. Health and metrics beside it.
+
+Never calls GitHub and never waits on a GPU. The decision (``decide``) and the
+queue (``enqueue``) are parameters, so tests hand in plain functions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
+from fastapi.concurrency import run_in_threadpool
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session, sessionmaker
+
+from bot import db
+from bot.settings import Settings
+from bot.webhooks import SIGNATURE_HEADER, BadDelivery, WebhookDelivery, parse_delivery, verify_signature
+
+Decide = Callable[[str, dict[str, Any]], dict[str, Any] | None]
+Enqueue = Callable[[dict[str, Any], str], str]
+
+log = logging.getLogger("kernelize.web")
+
+
+class _Unavailable(Exception):
+    """The broker or the database failed: answer 503 so GitHub shows a delivery worth redelivering."""
+
+    def __init__(self, reason: str) -> None:
+        self.reason = reason
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise _TooLarge  # refused before reading a byte
+    chunks, size = [], 0
+    async for chunk in request.stream():  # also caps chunked bodies and lying Content-Lengths
+        size += len(chunk)
+        if size > limit:
+            raise _TooLarge
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def create_app(
+    settings: Settings,
+    *,
+    decide: Decide,
+    enqueue: Enqueue,
+    session_factory: sessionmaker[Session] | None = None,
+    broker_ok: Callable[[], bool] | None = None,
+) -> FastAPI:
+    sessions = session_factory or db.session_factory(db.make_engine(settings.database_url))
+    secret = settings.webhook_secret.get_secret_value().encode()
+    registry = CollectorRegistry()  # per app: tests build many apps in one process
+    deliveries = Counter(
+        "kernelize_webhook_deliveries", "Signed deliveries answered", ["event", "outcome"], registry=registry
+    )
+    rejected = Counter("kernelize_webhook_rejected", "Deliveries refused", ["reason"], registry=registry)
+    seconds = Histogram(
+        "kernelize_webhook_seconds",
+        "Time to answer a webhook delivery",
+        buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        registry=registry,
+    )
+    app = FastAPI(title="Kernelize", docs_url=None, redoc_url=None, openapi_url=None)
+
+    def reject(status: int, reason: str, error: str, delivery_id: str | None) -> JSONResponse:
+        rejected.labels(reason).inc()
+        extra = {"delivery_id": (delivery_id or "")[:100], "outcome": "rejected", "reason": reason}
+        log.warning("webhook rejected: %s", error, extra=extra | {"status": status})
+        return JSONResponse({"status": "rejected", "error": error}, status_code=status)
+
+    def handle(d: WebhookDelivery) -> tuple[int, dict[str, Any], str | None]:
+        """Record, decide, enqueue: one transaction, rolled back if the broker refuses."""
+        try:
+            with sessions() as session, session.begin():
+                row = db.record_delivery(
+                    session,
+                    delivery_id=d.delivery_id,
+                    event=d.event,
+                    action=d.action,
+                    installation_id=d.installation_id,
+                    repository=d.repository,
+                    outcome="ping" if d.event == "ping" else "ignored",
+                )
+                if row is None:
+                    return 200, {"status": "duplicate"}, None
+                if d.event == "ping":
+                    return 200, {"status": "pong"}, None
+                job = decide(d.event, d.payload)
+                if job is None:
+                    return 202, {"status": "ignored"}, None
+                try:
+                    row.job_id = enqueue(job, d.delivery_id)
+                except Exception as exc:
+                    log.error("enqueue failed: %s: %s", type(exc).__name__, exc)
+                    raise _Unavailable("broker") from exc
+                row.outcome = "enqueued"
+            return 202, {"status": "enqueued", "job": job}, row.job_id
+        except SQLAlchemyError as exc:
+            log.error("database failed: %s: %s", type(exc).__name__, exc)
+            raise _Unavailable("database") from exc
+
+    async def receive(request: Request) -> Response:
+        delivery_id = request.headers.get("x-github-delivery")
+        try:
+            body = await _read_body(request, settings.max_body_bytes)
+        except _TooLarge:
+            return reject(413, "too_large", f"body over {settings.max_body_bytes} bytes", delivery_id)
+        if not verify_signature(secret, body, request.headers.get(SIGNATURE_HEADER)):
+            return reject(401, "signature", f"missing or wrong {SIGNATURE_HEADER}", delivery_id)
+        try:
+            delivery = parse_delivery(request.headers, body)
+        except BadDelivery as exc:
+            return reject(400, "malformed", str(exc), delivery_id)
+        try:
+            status, answer, job_id = await run_in_threadpool(handle, delivery)
+        except _Unavailable as exc:
+            return reject(503, exc.reason, f"{exc.reason} unavailable, nothing recorded", delivery_id)
+        deliveries.labels(delivery.event, answer["status"]).inc()
+        fields = {"event": delivery.event, "action": delivery.action, "outcome": answer["status"]}
+        extra = fields | {"delivery_id": delivery.delivery_id, "status": status, "job_id": job_id}
+        log.info("webhook %s", answer["status"], extra=extra)
+        return JSONResponse(answer, status_code=status)
+
+    @app.post("/webhook")
+    async def webhook(request: Request) -> Response:
+        with seconds.time():
+            return await receive(request)
+
+    @app.get("/healthz")
+    def healthz() -> JSONResponse:
+        checks = {"database": _check(lambda: _database_ok(sessions)), "broker": "unchecked"}
+        if broker_ok is not None:
+            checks["broker"] = _check(broker_ok)
+        healthy = all(value in ("ok", "unchecked") for value in checks.values())
+        return JSONResponse(checks, status_code=200 if healthy else 503)
+
+    @app.get("/metrics")
+    def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app
+
+
+def _database_ok(sessions: sessionmaker[Session]) -> bool:
+    with sessions() as session:
+        return session.execute(text("SELECT 1")).scalar() == 1
+
+
+def _check(probe: Callable[[], bool]) -> str:
+    try:
+        if probe():
+            return "ok"
+    except Exception as exc:  # the reason goes to the log, not to whoever polls /healthz
+        log.warning("health check failed: %s: %s", type(exc).__name__, exc)
+    return "unavailable"

@@ -1,0 +1,439 @@
+"""bot.publish: diffs, anchors, fences and the rendered review, summary and check run (pure, no I/O)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+import pytest
+
+from bot.publish import (
+    CHECK_LIMIT,
+    COMMENT_LIMIT,
+    SUMMARY_MARKER,
+    ReviewPlan,
+    check_run_output,
+    fence,
+    parse_suggestion_marker,
+    plan_review,
+    right_hunks,
+    suggestion_anchor,
+    suggestion_marker,
+    summary_comment,
+)
+from runners.results import (
+    Baselines,
+    CandidateResult,
+    DeviceInfo,
+    ModuleReport,
+    RunReport,
+    Status,
+    Timing,
+    Verdict,
+)
+
+HEAD = "0123456789abcdef0123456789abcdef01234567"
+GPU = DeviceInfo(
+    kind="cuda", name="NVIDIA H200", torch="2.5.1", triton="3.1.0", driver="550.54.15", cuda="12.4"
+)
+CPU = DeviceInfo(kind="cpu", name="cpu", torch="2.5.1", triton="3.1.0", interpreter=True)
+
+# ---------------------------------------------------------------- diffs
+
+# A modified file with three hunks: an added import, a changed class body, a deletion-only hunk.
+MODIFIED = "\n".join(
+    [
+        "@@ -1,5 +1,6 @@",
+        " import torch",
+        " import torch.nn as nn",
+        "+import triton",
+        " ",
+        " ",
+        " class Scale(nn.Module):",
+        "@@ -20,9 +21,15 @@ class Scale(nn.Module):",
+        "     def __init__(self, factor):",
+        "         super().__init__()",
+        "         self.factor = factor",
+        " ",
+        "     def forward(self, x):",
+        "-        return x * self.factor",
+        "+        y = x * self.factor",
+        "+        return y",
+        "+",
+        "+",
+        "+class Shift(nn.Module):",
+        "+    def forward(self, x):",
+        "+        return x + 1",
+        " ",
+        " ",
+        " def get_inputs():",
+        "@@ -40,3 +47,0 @@ def get_inputs():",
+        "-# old",
+        "-# trailing",
+        "-# lines",
+        "",
+    ]
+)
+
+ADDED = "@@ -0,0 +1,5 @@\n+import torch\n+\n+\n+class M(torch.nn.Module):\n+    pass\n"
+
+NO_NEWLINE = """\
+@@ -3,2 +3,3 @@ class M(nn.Module):
+     def forward(self, x):
+-        return x
+\\ No newline at end of file
++        x = x + 1
++        return x
+\\ No newline at end of file
+"""
+
+
+def test_right_hunks_of_a_modified_file_skip_deletion_only_hunks() -> None:
+    assert right_hunks(MODIFIED) == [(1, 6), (21, 35)]
+
+
+def test_right_hunks_of_an_added_file() -> None:
+    assert right_hunks(ADDED) == [(1, 5)]
+
+
+def test_no_newline_marker_counts_for_nothing() -> None:
+    assert right_hunks(NO_NEWLINE) == [(3, 5)]
+
+
+def test_context_line_with_its_space_stripped_still_counts() -> None:
+    patch = "@@ -1,3 +1,4 @@\n a\n\n+b\n c\n"  # the blank context line lost its leading space
+    assert right_hunks(patch) == [(1, 4)]
+
+
+def test_hunk_header_without_lengths_and_a_git_preamble() -> None:
+    patch = "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1 +1 @@\n-a\n+b\n"
+    assert right_hunks(patch) == [(1, 1)]
+
+
+def test_empty_patch_has_no_hunks() -> None:
+    assert right_hunks("") == []
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "expected"),
+    [
+        (21, 35, (21, 35)),  # exactly one hunk
+        (26, 30, (26, 30)),  # inside
+        (5, 25, None),  # spans two hunks (and the gap between them)
+        (10, 12, None),  # between hunks
+        (30, 40, None),  # runs past the end of the hunk
+        (6, 6, (6, 6)),  # one line, at the edge
+    ],
+)
+def test_suggestion_anchor(start: int, end: int, expected: tuple[int, int] | None) -> None:
+    assert suggestion_anchor(start, end, right_hunks(MODIFIED)) == expected
+
+
+# ---------------------------------------------------------------- fences
+
+
+def test_fence_plain_code_keeps_three_backticks_and_one_final_newline() -> None:
+    assert fence("x = 1\ny = 2\n") == "```suggestion\nx = 1\ny = 2\n```"
+    assert fence("x = 1") == "```suggestion\nx = 1\n```"
+
+
+def test_fence_is_longer_than_any_backtick_run_in_the_code() -> None:
+    three = 'DOC = """\n```python\nx\n```\n"""\n'
+    four = 'DOC = """\n````\n```\n````\n"""\n'
+    assert fence(three).startswith("````suggestion\n") and fence(three).endswith("\n````")
+    assert fence(four).startswith("`````suggestion\n") and fence(four).endswith("\n`````")
+    assert fence("s = '`a` ``b``'\n").startswith("```suggestion\n")
+
+
+def test_fence_info_string() -> None:
+    assert fence("x\n", "python") == "```python\nx\n```"
+
+
+# ---------------------------------------------------------------- reports to plan
+
+
+SCALE_CODE = '''\
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _scale_kernel(x_ptr, out_ptr, factor, n, BLOCK: tl.constexpr):
+    """Doc with ``` inside, to lengthen the fence."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * factor, mask=mask)
+
+
+class Scale(torch.nn.Module):
+    def __init__(self, factor):
+        super().__init__()
+        self.factor = factor
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        _scale_kernel[(triton.cdiv(x.numel(), 1024),)](x, out, self.factor, x.numel(), BLOCK=1024)
+        return out
+'''
+
+
+def sha(code: str) -> str:
+    return hashlib.sha256(code.encode("utf-8")).hexdigest()
+
+
+def winner(code: str = SCALE_CODE, **kw: object) -> CandidateResult:
+    fields: dict[str, object] = {
+        "id": "kernelllm-2",
+        "generator": "kernelllm",
+        "status": Status.CORRECT,
+        "source_sha256": sha(code),
+        "max_abs_error": 1.2e-6,
+        "max_rel_error": 3.0e-7,
+        "median_ms": 0.05,
+        "speedup_vs_eager": 2.4,
+        "speedup_vs_compile": 1.9,
+        "verdict": Verdict.FASTER,
+        "notes": ["tl.dot ran in TF32"],
+        "shapes_checked": [[[8, 64]], [[3, 17]], [[1, 1]]],
+        "timings": {"candidate": Timing(0.05, 0.049, 0.052, 200)},
+    }
+    fields.update(kw)
+    return CandidateResult(**fields)  # type: ignore[arg-type]
+
+
+def loser(cid: str, status: Status, reason: str) -> CandidateResult:
+    return CandidateResult(id=cid, generator="kernelllm", status=status, reason=reason)
+
+
+def scale_report(best: CandidateResult | None = None, **kw: object) -> ModuleReport:
+    best = best or winner()
+    return ModuleReport(
+        target="models/scale.py::Scale",
+        file="models/scale.py",
+        class_name="Scale",
+        build_source="kernelbench",
+        baselines=Baselines(eager_ms=0.12, compile_ms=0.095),
+        candidates=[loser("kernelllm-1", Status.INCORRECT, "max abs err 0.31 at [0, 5]"), best],
+        best=best.id,
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+SOURCES = {"models/scale.py": {"Scale": (21, 34)}}
+PATCHES: dict[str, str | None] = {"models/scale.py": MODIFIED}
+
+
+def plan_for(reports: list[ModuleReport], device: DeviceInfo = GPU, **kw: object) -> ReviewPlan:
+    codes = {(m.target, c.id): SCALE_CODE for m in reports for c in m.candidates}
+    codes.update(kw.pop("codes", {}))  # type: ignore[call-overload]
+    return plan_review(
+        reports,
+        kw.pop("sources", SOURCES),  # type: ignore[arg-type]
+        kw.pop("patches", PATCHES),  # type: ignore[arg-type]
+        codes,
+        HEAD,
+        device=device,
+    )
+
+
+def suggested_code(body: str) -> str:
+    found = re.search(r"^(`{3,})suggestion\n(.*?)\n\1$", body, re.S | re.M)
+    assert found, body
+    return found.group(2)
+
+
+def test_a_faster_winner_becomes_one_anchored_suggestion_with_marker_and_table() -> None:
+    plan = plan_for([scale_report()])
+    assert len(plan.comments) == 1 and plan.summary_only == []
+    c = plan.comments[0]
+    assert (c.path, c.start_line, c.line) == ("models/scale.py", 21, 34)
+    assert parse_suggestion_marker(c.body) == ("models/scale.py::Scale", HEAD, sha(SCALE_CODE))
+    assert c.body.startswith(suggestion_marker("models/scale.py::Scale", HEAD, sha(SCALE_CODE)))
+    assert suggested_code(c.body) == SCALE_CODE.removesuffix("\n")  # exactly as verified
+    assert "````suggestion" in c.body  # the docstring's ``` lengthened the fence
+    assert "2.40x faster than eager PyTorch" in c.body
+    assert "| passed on 3 input shapes | 1.2e-06 | 0.12 | 0.095 | 0.05 | 2.40x | 1.90x |" in c.body
+    assert "NVIDIA H200 · driver 550.54.15 · CUDA 12.4 · torch 2.5.1 · triton 3.1.0" in c.body
+    assert "tl.dot ran in TF32" in c.body
+    s = plan.suggestions[0]
+    assert (s.target, s.candidate_id, s.start_line, s.end_line) == (
+        "models/scale.py::Scale",
+        "kernelllm-2",
+        21,
+        34,
+    )
+    assert "models/scale.py::Scale" in plan.body and HEAD in plan.body
+
+
+def test_a_one_line_class_gets_a_single_line_comment() -> None:
+    plan = plan_for([scale_report()], sources={"models/scale.py": {"Scale": (30, 30)}})
+    assert (plan.comments[0].start_line, plan.comments[0].line) == (None, 30)
+
+
+def test_modules_without_a_winner_say_why_in_the_summary() -> None:
+    none_passed = ModuleReport(
+        target="models/a.py::A",
+        file="models/a.py",
+        class_name="A",
+        candidates=[
+            loser("k1", Status.INCORRECT, "max abs err 0.5 | shape <3, 17>"),
+            loser("k2", Status.REJECTED, "check 5: no Triton kernel launched"),
+            loser("k3", Status.CRASHED, "SIGSEGV"),
+        ],
+    )
+    slow = CandidateResult(
+        id="t1", generator="template", status=Status.CORRECT, median_ms=0.118, speedup_vs_eager=1.02
+    )
+    no_faster = ModuleReport(
+        target="models/b.py::B",
+        file="models/b.py",
+        class_name="B",
+        baselines=Baselines(0.12, None, "torch.compile raised"),
+        candidates=[slow],
+    )
+    skipped = ModuleReport(
+        target="models/c.py::C",
+        file="models/c.py",
+        class_name="C",
+        status="skipped",
+        reason="cannot build C: its forward takes (x, mask) and no get_inputs() says what they are",
+        snippet="def get_inputs():\n    return [torch.randn(8, 64), torch.ones(8, 64, dtype=torch.bool)]\n",
+    )
+    reports = [none_passed, no_faster, skipped]
+    run = RunReport(device=GPU, modules=reports)
+    plan = plan_for(reports)
+    assert plan.comments == [] and plan.summary_only == []
+    text = summary_comment(run, reports, HEAD, plan)
+    assert text.startswith(SUMMARY_MARKER)
+    assert f"Updated for {HEAD}" in text
+    assert "NVIDIA H200" in text and "550.54.15" in text and "torch 2.5.1" in text and "triton 3.1.0" in text
+    assert "No candidate passed the checks (1 incorrect, 1 rejected, 1 crashed)" in text
+    assert "max abs err 0.5 \\| shape &lt;3, 17&gt;" in text  # a reason cannot break out of the markdown
+    assert "none faster than eager beyond the 1.05x noise floor" in text and "1.02x" in text
+    assert (
+        "| `models/b.py::B` | correct, no faster | t1 | template | — | 0.12 | failed | 0.118 | 1.02x | — |"
+        in text
+    )
+    assert "<details><summary>What to add so Kernelize can build it</summary>" in text
+    assert "torch.ones(8, 64, dtype=torch.bool)" in text
+
+
+def test_a_class_spanning_two_hunks_goes_to_the_summary_in_details() -> None:
+    reports = [scale_report()]
+    plan = plan_for(reports, sources={"models/scale.py": {"Scale": (5, 34)}})
+    assert plan.comments == [] and plan.summary_only == ["models/scale.py::Scale"]
+    assert "not inside one hunk" in plan.held_back["models/scale.py::Scale"].reason
+    text = summary_comment(RunReport(device=GPU, modules=reports), reports, HEAD, plan)
+    assert "suggested in the summary" in text
+    assert "<details><summary>Code to replace <code>Scale</code> with" in text
+    assert "````python\n" + SCALE_CODE in text
+    out = check_run_output(RunReport(device=GPU, modules=reports), reports, plan)
+    assert out.conclusion == "success"
+
+
+def test_a_file_outside_the_diff_or_code_that_changed_is_not_suggested() -> None:
+    plan = plan_for([scale_report()], patches={})
+    assert "not part of this pull request's diff" in plan.held_back["models/scale.py::Scale"].reason
+    tampered = plan_for(
+        [scale_report()], codes={("models/scale.py::Scale", "kernelllm-2"): SCALE_CODE + "# x\n"}
+    )
+    held = tampered.held_back["models/scale.py::Scale"]
+    assert tampered.comments == [] and "not the code that was verified" in held.reason and held.code is None
+
+
+def test_cpu_runs_never_praise_speed() -> None:
+    best = winner(
+        median_ms=None, speedup_vs_eager=None, speedup_vs_compile=None, verdict=Verdict.NOT_MEASURED
+    )
+    reports = [scale_report(best)]
+    run = RunReport(device=CPU, modules=reports)
+    plan = plan_for(reports, device=CPU)
+    body = plan.comments[0].body
+    assert "not measured (no GPU)" in body and "faster" not in body.lower()
+    assert "| passed on 3 input shapes | 1.2e-06 | 3.0e-07 | not measured (no GPU) |" in body
+    text = summary_comment(run, reports, HEAD, plan)
+    assert "not measured (no GPU)" in text and "faster" not in text.lower()
+    out = check_run_output(run, reports, plan)
+    assert "not measured (no GPU)" in out.summary and "faster" not in (out.summary + out.text).lower()
+
+
+def test_a_long_candidate_gets_a_compact_table_and_a_huge_one_goes_to_the_summary() -> None:
+    long_code = SCALE_CODE + "#" * (COMMENT_LIMIT - len(SCALE_CODE) - 700) + "\n"
+    plan = plan_for(
+        [scale_report(winner(long_code))], codes={("models/scale.py::Scale", "kernelllm-2"): long_code}
+    )
+    body = plan.comments[0].body
+    assert len(body) <= COMMENT_LIMIT
+    assert "| correctness |" not in body and "The summary comment has the details" in body
+    assert suggested_code(body) == long_code.removesuffix("\n")
+
+    huge_code = SCALE_CODE + "#" * COMMENT_LIMIT + "\n"
+    reports = [scale_report(winner(huge_code))]
+    plan = plan_for(reports, codes={("models/scale.py::Scale", "kernelllm-2"): huge_code})
+    assert plan.comments == [] and "too long for a GitHub comment" in plan.held_back[reports[0].target].reason
+    text = summary_comment(RunReport(device=GPU, modules=reports), reports, HEAD, plan)
+    assert len(text) <= COMMENT_LIMIT
+    assert "left out to keep this comment within GitHub's limit" in text
+
+
+def test_a_summary_of_very_many_modules_stays_within_the_limit() -> None:
+    reports = [
+        ModuleReport(
+            target=f"models/m{i}.py::M{i}",
+            file=f"models/m{i}.py",
+            class_name=f"M{i}",
+            candidates=[loser(f"k{j}", Status.ERROR, "Traceback: " + "x" * 400) for j in range(10)],
+        )
+        for i in range(500)
+    ]
+    run = RunReport(device=GPU, modules=reports)
+    text = summary_comment(run, reports, HEAD, plan_for(reports))
+    assert len(text) <= COMMENT_LIMIT and text.startswith(SUMMARY_MARKER)
+    assert re.search(r"… and \d+ more modules", text)
+
+
+def test_check_run_conclusions() -> None:
+    run = RunReport(device=GPU, modules=[])
+    won = [scale_report()]
+    assert check_run_output(run, won, plan_for(won)).conclusion == "success"
+    assert check_run_output(run, won, plan_for(won)).title == "1 verified Triton suggestion"
+    lost = [
+        ModuleReport(
+            target="a.py::A", file="a.py", class_name="A", candidates=[loser("k", Status.ERROR, "x")]
+        )
+    ]
+    nothing = check_run_output(run, lost, plan_for(lost))
+    assert (nothing.conclusion, nothing.title) == ("neutral", "Nothing to suggest")
+    failed = check_run_output(
+        run, [], None, error="`.github/kernelize.yml`: line 3: unknown key 'generatorz'"
+    )
+    assert failed.conclusion == "failure"
+    assert "unknown key 'generatorz'" in failed.summary and "could not finish" in failed.summary
+    assert failed.as_output() == {"title": failed.title, "summary": failed.summary, "text": failed.text}
+
+
+def test_check_run_output_fits_the_byte_limit_with_multibyte_text() -> None:
+    reason = "différence “non nulle” ≠ 0 — ✗ " * 8  # several bytes a character
+    reports = [
+        ModuleReport(
+            target=f"models/m{i}.py::M{i}",
+            file=f"models/m{i}.py",
+            class_name=f"M{i}",
+            candidates=[loser(f"k{j}", Status.INCORRECT, reason) for j in range(20)],
+        )
+        for i in range(100)
+    ]
+    out = check_run_output(RunReport(device=GPU, modules=reports), reports, plan_for(reports))
+    for part in (out.summary, out.text):
+        assert len(part.encode("utf-8")) <= CHECK_LIMIT and len(part) <= CHECK_LIMIT
+    assert len(out.text) < CHECK_LIMIT  # the byte limit, not the character limit, was the one that bit
+    assert out.text.endswith("truncated to fit GitHub's limit of 65,535 characters.")
+    assert "≠" in out.text  # cut on a character boundary, not inside one
+
+
+def test_marker_quotes_odd_targets_and_round_trips() -> None:
+    marker = suggestion_marker("odd dir/x-->.py::M", HEAD, "ab" * 32)
+    assert "odd dir" not in marker and marker.count("-->") == 1
+    assert parse_suggestion_marker("text\n" + marker) == ("odd dir/x-->.py::M", HEAD, "ab" * 32)
+    assert parse_suggestion_marker("no marker here") is None
