@@ -20,6 +20,7 @@ from runners import bench, sandbox
 from runners.discover import ModuleClass, find_modules
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
+from runners.normalize import normalize
 from runners.results import (
     Baselines,
     CandidateResult,
@@ -134,8 +135,15 @@ def kernelize(
 
         problem.build = build
         candidates = _collect(problem, generators, settings, report, progress)
+        rejected = [_normalize(c, problem.class_name) for c in candidates]
         sources = {(c.generator, c.id): c.source for c in candidates}
-        for i, cand in enumerate(candidates, 1):
+        for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
+            if why is not None:
+                report.candidates.append(why)
+                progress(
+                    f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: {why.reason}"
+                )
+                continue
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
             result = evaluate_candidate(problem, cand, prep, settings, env)
             report.candidates.append(result)
@@ -197,6 +205,26 @@ def _collect(
     return out
 
 
+def _normalize(cand: Candidate, class_name: str) -> CandidateResult | None:
+    """Make ``cand`` standalone in place (no torch._inductor, the original class name); or say why not."""
+    if cand.error or not cand.source:
+        return None
+    norm = normalize(cand.source, class_name)
+    if norm.rejected:
+        return CandidateResult(
+            cand.id,
+            cand.generator,
+            Status.REJECTED,
+            f"not standalone: {norm.rejected}",
+            source_sha256=cand.sha256,
+            provenance=cand.provenance,
+        )
+    cand.source = norm.source
+    if norm.rewrites:
+        cand.provenance = {**cand.provenance, "rewrites": norm.rewrites}
+    return None
+
+
 def evaluate_candidate(
     problem: Problem, cand: Candidate, prep: dict[str, Any], settings: Settings, env: dict[str, str]
 ) -> CandidateResult:
@@ -252,7 +280,8 @@ def evaluate_candidate(
     result.triton_launches = p.get("triton_launches")
     result.torch_ops_kept = p.get("torch_ops_kept", [])
     result.shapes_checked = p.get("shapes_checked", [])
-    result.notes = p.get("notes", [])
+    kept = [r for r in cand.provenance.get("rewrites", []) if "PyTorch" in r]
+    result.notes = [*p.get("notes", []), *kept]
     result.provenance = {**result.provenance, "sandbox": res.isolation}
     timings = p.get("timings") or {}
     result.timings = {k: Timing(**v) for k, v in timings.items() if isinstance(v, dict)}
