@@ -79,6 +79,14 @@ class GitHubError(Exception):
 
 
 @dataclass(frozen=True)
+class CheckRunInfo:
+    id: int
+    status: str
+    conclusion: str | None
+    external_id: str | None
+
+
+@dataclass(frozen=True)
 class PullInfo:
     number: int
     head_sha: str
@@ -502,3 +510,18 @@ class InstallationClient:
         path = f"/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
         with self._call("POST", path):
             self._gh.requester.requestJsonAndCheck("POST", path, input={"content": content})
+
+    def check_runs(self, owner: str, repo: str, sha: str, name: str) -> list[CheckRunInfo]:
+        """This app's check runs called ``name`` on commit ``sha``."""
+        path = f"/repos/{owner}/{repo}/commits/{sha}/check-runs"
+        with self._call("GET", path):
+            runs = self._repo(owner, repo).get_commit(sha).get_check_runs(check_name=name)
+            return [CheckRunInfo(int(r.id), r.status, r.conclusion, r.external_id) for r in runs]
+
+    def review_bodies(self, owner: str, repo: str, number: int) -> list[str]:
+        """The bodies of the reviews this app posted on pull request ``number``."""
+        me = self._app.bot_login()
+        path = f"/repos/{owner}/{repo}/pulls/{number}/reviews"
+        with self._call("GET", path):
+            reviews = self._repo(owner, repo).get_pull(number).get_reviews()
+            return [r.body or "" for r in reviews if r.user is not None and r.user.login == me]

@@ -108,18 +108,28 @@ def plan_pull_request(
         return {"skipped": "no nn.Module class changed"}
 
     s = _settings()
-    check_run_id = client.create_check_run(
-        owner,
-        repo,
-        head_sha,
-        CHECK_NAME,
-        "in_progress",
-        output={
-            "title": f"Checking {len(targets)} module(s)",
-            "summary": "Generating, verifying and timing kernels.",
-        },
-        external_id=f"{owner}/{repo}#{number}@{head_sha}",
-    )
+    engine = {
+        "generators": s.generators,
+        "samples": s.samples,
+        "min_speedup": s.min_speedup,
+        "timeout_s": s.candidate_timeout_s,
+    }
+    # Idempotency: one key per (repository, PR, head sha, engine settings), kept as the check run's
+    # external id. A completed run for the key is not redone unless someone asked for a re-run; a
+    # redelivered plan (its worker died) carries on with the run it opened.
+    key = f"{owner}/{repo}#{number}@{head_sha}:{settings_hash(engine)}"
+    existing = [r for r in client.check_runs(owner, repo, head_sha, CHECK_NAME) if r.external_id == key]
+    rerun = reason.startswith("check_run.")
+    if any(r.status == "completed" for r in existing) and not rerun:
+        return {"skipped": f"{key} is done already"}
+    if existing and not rerun:
+        check_run_id = existing[0].id
+    else:
+        title = f"Checking {len(targets)} module(s)"
+        output = {"title": title, "summary": "Generating, verifying and timing kernels."}
+        check_run_id = client.create_check_run(
+            owner, repo, head_sha, CHECK_NAME, "in_progress", output=output, external_id=key
+        )
     try:
         bundle = pack(sources)
         modules_config = _repo_modules_config(client, owner, repo, pull.base_sha)
@@ -132,12 +142,6 @@ def plan_pull_request(
             output={"title": "Kernelize could not start", "summary": str(exc)[:60000]},
         )
         return {"failed": str(exc)}
-    engine = {
-        "generators": s.generators,
-        "samples": s.samples,
-        "min_speedup": s.min_speedup,
-        "timeout_s": s.candidate_timeout_s,
-    }
     header = [
         app.signature(
             KERNELIZE_TASK,
@@ -163,7 +167,7 @@ def plan_pull_request(
         "check_run_id": check_run_id,
         "targets": targets,
         "patches": {f.filename: f.patch or "" for f in files},
-        "key": f"{owner}/{repo}#{number}@{head_sha}:{settings_hash(engine)}",
+        "key": key,
     }
     chord(header)(app.signature(PUBLISH_TASK, kwargs={"context": context}))
     log.info("planned %d module(s) for %s/%s#%d at %s", len(targets), owner, repo, number, head_sha[:7])
@@ -184,8 +188,11 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
         reports, spans, context["patches"], winners, head_sha, device=device, min_speedup=run.min_speedup
     )
     review_id = None
-    if plan.comments:
-        review_id = client.create_review(owner, repo, number, head_sha, plan.body, plan.comments)
+    marker = f"<!-- kernelize:review key={context['key']} -->"
+    posted = any(marker in body for body in client.review_bodies(owner, repo, number))
+    if plan.comments and not posted:  # a redelivered publish never posts the same review twice
+        body = f"{plan.body}\n{marker}"
+        review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments)
     summary = publish.summary_comment(run, reports, head_sha, plan)
     comment_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary)
     out = publish.check_run_output(run, reports, plan)

@@ -197,7 +197,16 @@ def test_pull_request_to_suggestion(world: dict) -> None:
 
     again = _post(world, "e2e-delivery-1")  # GitHub's redelivery keeps the delivery id
     assert again.status_code == 200 and again.json()["status"] == "duplicate"
-    time.sleep(3)
+
+    # A new delivery for the same head sha (a reopen, say): planned, found done, nothing posted.
+    seen = len(fake.requests)
+    assert _post(world, "e2e-delivery-2").status_code == 202
+    deadline = time.monotonic() + 60
+    while not any("/check-runs" in r.path and r.method == "GET" for r in fake.requests[seen:]):
+        assert time.monotonic() < deadline, "the second plan never looked at the check runs\n" + _logs(world)
+        time.sleep(0.2)
+    time.sleep(2)
     assert len(fake.reviews[(owner, repo, number)]) == 1
     assert len(fake.check_runs[(owner, repo)]) == 1
+    assert not [r for r in fake.requests[seen:] if r.method in ("POST", "PATCH")]
     fake.assert_clean()
