@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import subprocess
 import sys
 import traceback
 from datetime import UTC, datetime
@@ -83,6 +84,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port to listen on (default 8000)")
+    serve.add_argument(
+        "--worker",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="also run a worker for both queues (default: on with the embedded broker, off otherwise)",
+    )
     return parser
 
 
@@ -283,6 +290,15 @@ def cmd_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def _die_with_parent() -> None:
+    """In the child, before exec: receive SIGTERM when the parent dies, so no worker is orphaned."""
+    import ctypes
+    import signal
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     # The web process: no torch, nothing that waits on GitHub or a GPU (see ARCHITECTURE.md).
     from bot.settings import SettingsError, load_settings, mask_url
@@ -324,8 +340,22 @@ def cmd_serve(args: argparse.Namespace) -> int:
         session_factory=db.session_factory(engine),
         broker_ok=celery_broker_ok(celery),
     )
-    # log_config=None: uvicorn's own lines go through the JSON handler above.
-    uvicorn.run(app, host=args.host, port=args.port, log_config=None)
+    # One machine, no services: the embedded broker and a worker for both queues beside the web app.
+    embedded = settings.broker_url.startswith("sqla+")
+    worker = None
+    if args.worker or (args.worker is None and embedded):
+        cmd = [sys.executable, "-m", "bot.cli", "worker", "--queues", "github,gpu"]
+        worker = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+    try:
+        # log_config=None: uvicorn's own lines go through the JSON handler above.
+        uvicorn.run(app, host=args.host, port=args.port, log_config=None)
+    finally:
+        if worker is not None:
+            worker.terminate()
+            try:
+                worker.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                worker.kill()
     return 0
 
 

@@ -55,8 +55,10 @@ def _base_env() -> dict[str, str]:
     return {k: os.environ[k] for k in keep if k in os.environ} | {"PYTHONUNBUFFERED": "1"}
 
 
-@pytest.fixture
-def world(tmp_path: Path) -> Iterator[dict]:
+@pytest.fixture(params=["redis", "embedded"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict]:
+    """``redis``: web, a github worker and a GPU worker as three processes on Redis (production shape).
+    ``embedded``: ``kernelize serve`` alone, with the SQLite broker and its own worker (one machine)."""
     for url in (BROKER, BACKEND):
         redis.Redis.from_url(url).flushdb()
     payload = json.loads(PAYLOAD.read_text())
@@ -95,29 +97,45 @@ def world(tmp_path: Path) -> Iterator[dict]:
     }
     cli = [sys.executable, "-m", "bot.cli"]
     logs = {name: open(tmp_path / f"{name}.log", "wb") for name in ("web", "github", "gpu")}  # noqa: SIM115
-    procs = {
-        "web": subprocess.Popen(
-            [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
-            cwd=tmp_path,
-            env=github_env,
-            stdout=logs["web"],
-            stderr=subprocess.STDOUT,
-        ),
-        "github": subprocess.Popen(
-            [*cli, "worker", "--queues", "github"],
-            cwd=tmp_path,
-            env=github_env,
-            stdout=logs["github"],
-            stderr=subprocess.STDOUT,
-        ),
-        "gpu": subprocess.Popen(
-            [*cli, "worker", "--queues", "gpu"],
-            cwd=ROOT,
-            env=gpu_env,
-            stdout=logs["gpu"],
-            stderr=subprocess.STDOUT,
-        ),
-    }
+    if request.param == "embedded":
+        github_env |= {
+            "KERNELIZE_BROKER_URL": f"sqla+sqlite:///{tmp_path / 'broker.db'}",
+            "KERNELIZE_RESULT_BACKEND": f"db+sqlite:///{tmp_path / 'results.db'}",
+            "KERNELIZE_CANDIDATES_DIR": gpu_env["KERNELIZE_CANDIDATES_DIR"],
+        }
+        procs = {
+            "web": subprocess.Popen(
+                [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=tmp_path,
+                env=github_env,
+                stdout=logs["web"],
+                stderr=subprocess.STDOUT,
+            )
+        }
+    else:
+        procs = {
+            "web": subprocess.Popen(
+                [*cli, "serve", "--host", "127.0.0.1", "--port", str(port)],
+                cwd=tmp_path,
+                env=github_env,
+                stdout=logs["web"],
+                stderr=subprocess.STDOUT,
+            ),
+            "github": subprocess.Popen(
+                [*cli, "worker", "--queues", "github"],
+                cwd=tmp_path,
+                env=github_env,
+                stdout=logs["github"],
+                stderr=subprocess.STDOUT,
+            ),
+            "gpu": subprocess.Popen(
+                [*cli, "worker", "--queues", "gpu"],
+                cwd=ROOT,
+                env=gpu_env,
+                stdout=logs["gpu"],
+                stderr=subprocess.STDOUT,
+            ),
+        }
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 60
     while True:
@@ -144,7 +162,7 @@ def world(tmp_path: Path) -> Iterator[dict]:
             p.terminate()
         for p in procs.values():
             try:
-                p.wait(timeout=20)
+                p.wait(timeout=45)
             except subprocess.TimeoutExpired:
                 p.kill()
         for f in logs.values():
