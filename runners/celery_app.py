@@ -8,6 +8,7 @@ Imports nothing from ``bot/`` and nothing of the web stack but Celery.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +29,11 @@ CONNECT_TIMEOUT_S = 2
 SOCKET_TIMEOUT_S = 5
 
 
+def visibility_timeout() -> float:
+    """Seconds before Redis redelivers an unacknowledged task (``KERNELIZE_VISIBILITY_TIMEOUT_S``)."""
+    return float(os.environ.get("KERNELIZE_VISIBILITY_TIMEOUT_S", 6 * 3600))
+
+
 def _transport_options(broker_url: str) -> dict[str, Any]:
     # One immediate retry, then fail: an unreachable broker turns into a 503 in milliseconds
     # instead of kombu's default retry loop (2 s and more). Workers reconnect through their
@@ -37,6 +43,10 @@ def _transport_options(broker_url: str) -> dict[str, Any]:
         options["socket_connect_timeout"] = CONNECT_TIMEOUT_S
         # A Redis that accepts but never answers must not hold a web request past GitHub's 10 s.
         options["socket_timeout"] = SOCKET_TIMEOUT_S
+        # With late acks, Redis hands an unacknowledged task to another worker after this long: it
+        # must outlast the longest task (kombu's default, 1 h, is shorter than a big module's run),
+        # and is what brings back the task of a worker that died.
+        options["visibility_timeout"] = visibility_timeout()
     # Not for sqla+: that transport hands unknown options to create_engine(), which rejects them.
     return options
 
