@@ -45,7 +45,14 @@ def decide(
     repo, installation = _repo(payload), _installation(payload)
     if repo is None or installation is None:
         return None
-    base = {"task": PLAN_TASK, "installation_id": installation, "owner": repo[0], "repo": repo[1]}
+    sender = str((payload.get("sender") or {}).get("login", ""))
+    base = {
+        "task": PLAN_TASK,
+        "installation_id": installation,
+        "owner": repo[0],
+        "repo": repo[1],
+        "sender": sender,
+    }
     if event == "pull_request":
         return _pull_request(payload, base, drafts)
     if event == "check_run":

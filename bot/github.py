@@ -410,8 +410,9 @@ class InstallationClient:
         output: Mapping[str, str] | None = None,
         external_id: str | None = None,
         actions: Sequence[Mapping[str, str]] | None = None,
+        conclusion: str | None = None,
     ) -> int:
-        """Open a check run on ``head_sha`` and return its id.
+        """Open a check run on ``head_sha`` and return its id (``conclusion`` with status completed).
 
         ``status``: queued, in_progress or completed; ``output``: ``{"title", "summary", "text"}``
         (each at most 65,535 characters and bytes); ``actions``: at most three
@@ -428,6 +429,8 @@ class InstallationClient:
             kwargs["external_id"] = external_id
         if actions is not None:
             kwargs["actions"] = [dict(a) for a in actions]
+        if conclusion is not None:
+            kwargs["conclusion"] = conclusion
         with self._call("POST", f"/repos/{owner}/{repo}/check-runs"):
             return int(self._repo(owner, repo).create_check_run(**kwargs).id)
 

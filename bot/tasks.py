@@ -70,6 +70,50 @@ def settings_hash(request: dict[str, Any]) -> str:
     ]
 
 
+# Automatic runs spend a repository's GPUs on the pull request's code: only for authors the repository
+# trusts. Anyone else's pull request waits for a maintainer (check-run button or re-run).
+TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
+RUN_ACTION = {
+    "label": "Run Kernelize",
+    "description": "Kernelize this pull request's modules",
+    "identifier": "run",
+}
+
+
+def _may_run(client: InstallationClient, owner: str, repo: str, pull: Any, reason: str, sender: str) -> bool:
+    if reason.startswith("check_run."):  # a button or a re-run: whoever pressed it must have write access
+        return bool(sender) and client.permission(owner, repo, sender) in WRITE_PERMISSIONS
+    if pull.author_association in TRUSTED_ASSOCIATIONS:
+        return True
+    return client.permission(owner, repo, pull.author_login) in WRITE_PERMISSIONS
+
+
+def _ask_for_approval(
+    client: InstallationClient, owner: str, repo: str, head_sha: str, author: str
+) -> dict[str, Any]:
+    waiting = [
+        r for r in client.check_runs(owner, repo, head_sha, CHECK_NAME) if r.conclusion == "action_required"
+    ]
+    if not waiting:
+        summary = (
+            f"This pull request is from @{author}, who does not have write access to this repository, so "
+            "Kernelize did not run its code automatically. A maintainer can start it with the "
+            "**Run Kernelize** button above (or by re-running this check)."
+        )
+        client.create_check_run(
+            owner,
+            repo,
+            head_sha,
+            CHECK_NAME,
+            "completed",
+            conclusion="action_required",
+            output={"title": "Waiting for a maintainer", "summary": summary},
+            actions=[RUN_ACTION],
+        )
+    return {"skipped": f"waiting for a maintainer: @{author} may not run code here"}
+
+
 def plan_pull_request(
     app: Any,
     installation_id: int,
@@ -78,12 +122,15 @@ def plan_pull_request(
     number: int,
     head_sha: str,
     reason: str = "",
+    sender: str = "",
     **_: Any,
 ) -> dict[str, Any]:
     client = _client(installation_id)
     pull = client.pull(owner, repo, number)
     if pull.head_sha != head_sha:
         return {"skipped": f"head moved from {head_sha[:7]} to {pull.head_sha[:7]}; a newer event covers it"}
+    if not _may_run(client, owner, repo, pull, reason, sender):
+        return _ask_for_approval(client, owner, repo, head_sha, pull.author_login)
     files = [
         f
         for f in client.pull_files(owner, repo, number)

@@ -43,6 +43,7 @@ def test_pull_request_actions_plan_a_run(name):
         "number": data["pull_request"]["number"],
         "head_sha": data["pull_request"]["head"]["sha"],
         "reason": f"pull_request.{data['action']}",
+        "sender": data["sender"]["login"],
     }
 
 
