@@ -528,3 +528,24 @@ class InstallationClient:
         with self._call("GET", path):
             reviews = self._repo(owner, repo).get_pull(number).get_reviews()
             return [r.body or "" for r in reviews if r.user is not None and r.user.login == me]
+
+    def python_files(self, owner: str, repo: str, ref: str, limit_bytes: int) -> dict[str, str]:
+        """Every ``.py`` file of the repository at ``ref`` (the whole tree, so imports between files
+        resolve), read through the API: no clone, no token in a URL. Stops at ``limit_bytes`` of text."""
+        path = f"/repos/{owner}/{repo}/git/trees/{ref}"
+        with self._call("GET", path):
+            gh_repo = self._repo(owner, repo)
+            tree = gh_repo.get_git_tree(ref, recursive=True)
+            blobs = [e for e in tree.tree if e.type == "blob" and e.path.endswith(".py")]
+        files: dict[str, str] = {}
+        total = 0
+        for entry in sorted(blobs, key=lambda e: e.path):
+            if entry.size is not None and total + entry.size > limit_bytes:
+                continue
+            with self._call("GET", f"/repos/{owner}/{repo}/git/blobs/{entry.sha}"):
+                blob = gh_repo.get_git_blob(entry.sha)
+                raw = base64.b64decode(blob.content) if blob.encoding == "base64" else blob.content.encode()
+            text = raw.decode("utf-8", errors="replace")
+            total += len(text)
+            files[entry.path] = text
+        return files

@@ -30,6 +30,7 @@ from runners.results import DeviceInfo, RunReport, module_from_dict
 log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
 CONFIG_PATH = ".github/kernelize.yml"
+BUNDLE_TEXT_BYTES = 16 * 2**20  # Python source text per pull request; it compresses ~4x under the bundle cap
 
 
 @functools.lru_cache(maxsize=1)
@@ -178,7 +179,9 @@ def plan_pull_request(
             owner, repo, head_sha, CHECK_NAME, "in_progress", output=output, external_id=key
         )
     try:
-        bundle = pack(sources)
+        # The whole repository's Python at the head, so the module's imports of unchanged files resolve.
+        repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES)
+        bundle = pack({**repo_files, **sources})
         modules_config = _repo_modules_config(client, owner, repo, pull.base_sha)
     except (BundleError, yaml.YAMLError) as exc:
         client.update_check_run(

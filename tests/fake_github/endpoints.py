@@ -41,6 +41,8 @@ from .state import (
     ReviewComment,
     Token,
     User,
+    fake_sha,
+    git_blob_sha,
 )
 
 
@@ -64,6 +66,7 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/repos/{owner}/{repo}/contents/{path}"): _r("get_contents", "repo", ("contents", "read")),
     ("GET", "/repos/{owner}/{repo}/commits/{ref}"): _r("get_commit", "repo", ("contents", "read")),
     ("GET", "/repos/{owner}/{repo}/git/blobs/{file_sha}"): _r("get_blob", "repo", ("contents", "read")),
+    ("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}"): _r("get_tree", "repo", ("contents", "read")),
     ("GET", "/repos/{owner}/{repo}/collaborators/{username}/permission"): _r("get_permission", "repo", _MD),
     ("GET", "/repos/{owner}/{repo}/pulls"): _r("list_pulls", "repo", _PR_R),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}"): _r("get_pull", "repo", _PR_R),
@@ -409,6 +412,45 @@ class Endpoints:
         if data is None:
             raise HTTPError(404, "Not Found")
         return Reply(200, self._render().blob(repo, sha, data))
+
+    def _h_get_tree(self, ctx: Ctx, route: Route) -> Reply:
+        """A commit's tree (``tree_sha`` may be a commit sha or a branch); ``recursive`` lists all."""
+        repo = self._repo(ctx, route)
+        ref, tree = self._resolve_ref(repo, ctx.params["tree_sha"])
+        recursive = ctx.q("recursive") is not None
+        api = self._render().api
+        entries: dict[str, dict[str, Any]] = {}
+        for path, data in tree.items():
+            parts = path.split("/")
+            for k in range(1, len(parts)):
+                folder = "/".join(parts[:k])
+                if recursive or k == 1:
+                    sha = fake_sha("tree", repo.full_name, ref, folder)
+                    entries[folder] = {
+                        "path": folder,
+                        "mode": "040000",
+                        "type": "tree",
+                        "sha": sha,
+                        "url": f"{api}/repos/{repo.full_name}/git/trees/{sha}",
+                    }
+            if recursive or len(parts) == 1:
+                sha = git_blob_sha(data)
+                entries[path] = {
+                    "path": path,
+                    "mode": "100644",
+                    "type": "blob",
+                    "sha": sha,
+                    "size": len(data),
+                    "url": f"{api}/repos/{repo.full_name}/git/blobs/{sha}",
+                }
+        sha = fake_sha("tree", repo.full_name, ref)
+        body = {
+            "sha": sha,
+            "url": f"{api}/repos/{repo.full_name}/git/trees/{sha}",
+            "tree": [entries[k] for k in sorted(entries)],
+            "truncated": False,
+        }
+        return Reply(200, body)
 
     def _h_get_commit(self, ctx: Ctx, route: Route) -> Reply:
         repo = self._repo(ctx, route)
