@@ -31,7 +31,11 @@ def make_engine(url: str) -> Engine:
         connect_args: dict[str, object] = {}
         if backend == "postgresql" and "connect_timeout" not in parsed.query:
             connect_args["connect_timeout"] = 5  # a dead database fails /healthz and requests, not hangs
-        return create_engine(parsed, pool_pre_ping=True, connect_args=connect_args)
+        # The web handlers run in a 40-thread pool: at SQLAlchemy's default (5 + 10 overflow) a burst of
+        # 32 concurrent deliveries opened ~400 new PostgreSQL connections per 2,000 (bench/webhook_ingest.py).
+        return create_engine(
+            parsed, pool_pre_ping=True, pool_size=20, max_overflow=20, connect_args=connect_args
+        )
     if parsed.database in (None, "", ":memory:"):
         # One shared in-memory database for every thread (the web handlers run in a threadpool).
         engine = create_engine(parsed, connect_args={"check_same_thread": False}, poolclass=StaticPool)
