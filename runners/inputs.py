@@ -16,7 +16,6 @@ lazily so configs can be parsed without it.
 from __future__ import annotations
 
 import inspect
-import itertools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -362,12 +361,6 @@ def forward_arity(module: torch.nn.Module) -> int:
     )
 
 
-def guesses(cls: type) -> tuple[list[tuple[dict[str, Any], str]], str | None]:
-    """(init kwargs, why) pairs to try, or the reason no guess is safe."""
-    options, why_not = guess_init_kwargs(cls)
-    return [(o, "constructor guessed from argument names") for o in options], why_not
-
-
 def snippet(
     class_name: str, rel_path: str, init_params: tuple[str, ...], forward_params: tuple[str, ...]
 ) -> str:
@@ -385,7 +378,3 @@ def snippet(
         f"# or in .github/kernelize.yml:\n"
         f"modules:\n  {rel_path}::{class_name}:\n    init: {cfg_init}\n    inputs:\n{cfg_inputs}\n"
     )
-
-
-def product_limited(*iterables: list[Any], limit: int) -> list[tuple[Any, ...]]:
-    return list(itertools.islice(itertools.product(*iterables), limit))
