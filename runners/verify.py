@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import ast
 import builtins
-import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -838,10 +837,6 @@ def _integrity(before: dict[str, dict[str, int]], where: str) -> None:
     cuda_ready = torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     if cuda_ready and torch.cuda.current_stream() != torch.cuda.default_stream():
         raise Reject(f"check 6: left a side stream current ({where})")
-
-
-def source_sha256(source: str) -> str:
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
 def noop(req: dict[str, Any]) -> dict[str, Any]:
