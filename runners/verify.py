@@ -43,21 +43,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from runners import bench, inputs
+from runners.tolerances import TOLERANCES
 
 SEEDS = (0, 1, 2)
 
-
-# (atol, rtol, relative L2 error) by output dtype, against a float64 reference.
-# The L2 bound catches near-zero outputs that a loose atol would let through
-# (a softmax over 32k columns is ~3e-5 everywhere: all-zeros passes atol=1e-4).
-TOLERANCES: dict[str, tuple[float, float, float]] = {
-    "float64": (1e-7, 1e-7, 1e-7),
-    "float32": (1e-4, 1e-4, 1e-4),
-    # tl.dot on float32 uses TF32 on NVIDIA GPUs unless asked for "ieee".
-    "float32 (tf32)": (1e-2, 1e-2, 5e-3),
-    "float16": (1e-2, 1e-2, 5e-3),
-    "bfloat16": (5e-2, 2e-2, 2e-2),
-}
 
 # aten ops that move or allocate memory rather than compute.
 NON_COMPUTE_OPS = frozenset(
