@@ -71,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
     run.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
     run.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    run.add_argument(
+        "--kernel-only",
+        action="store_true",
+        help="verify the kernel alone, without keeping the original computation as the CPU path",
+    )
     run.add_argument("--json", metavar="PATH", help="write the JSON report here")
     run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
@@ -184,6 +189,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         min_speedup=args.min_speedup,
         samples=args.samples,
         compile_baseline=not args.no_compile,
+        eager_path=not args.kernel_only,
     )
     progress = (
         (lambda _: None)

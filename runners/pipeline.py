@@ -18,6 +18,7 @@ from typing import Any
 
 from runners import bench, sandbox
 from runners.discover import ModuleClass, find_modules
+from runners.fallback import FallbackError, with_eager_path
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
 from runners.normalize import normalize
@@ -44,6 +45,9 @@ class Settings:
     samples: int = 4
     compile_baseline: bool = True
     python: str | None = None  # interpreter for sandboxes (default: this one)
+    # Suggest (and so verify) each candidate with the original computation kept for non-CUDA inputs,
+    # run in the original file's namespace, as it will live there once applied.
+    eager_path: bool = True
 
 
 def _quiet(_: str) -> None:
@@ -135,7 +139,7 @@ def kernelize(
 
         problem.build = build
         candidates = _collect(problem, generators, settings, report, progress)
-        rejected = [_normalize(c, problem.class_name) for c in candidates]
+        rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
         sources = {(c.generator, c.id): c.source for c in candidates}
         for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
             if why is not None:
@@ -205,21 +209,30 @@ def _collect(
     return out
 
 
-def _normalize(cand: Candidate, class_name: str) -> CandidateResult | None:
-    """Make ``cand`` standalone in place (no torch._inductor, the original class name); or say why not."""
+def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> CandidateResult | None:
+    """Make ``cand`` the code to suggest, in place: standalone (no torch._inductor, the original class
+    name) and, with ``eager_path``, keeping the original computation for non-CUDA inputs; or say why not."""
     if cand.error or not cand.source:
         return None
-    norm = normalize(cand.source, class_name)
-    if norm.rejected:
+    norm = normalize(cand.source, problem.class_name)
+    why = f"not standalone: {norm.rejected}" if norm.rejected else ""
+    source = norm.source
+    if not why and eager_path:
+        try:
+            source = with_eager_path(source, problem.source, problem.class_name)
+        except FallbackError as exc:
+            why = f"cannot keep the original computation as the CPU path: {exc}"
+    if why:
         return CandidateResult(
             cand.id,
             cand.generator,
             Status.REJECTED,
-            f"not standalone: {norm.rejected}",
+            why,
             source_sha256=cand.sha256,
             provenance=cand.provenance,
         )
-    cand.source = norm.source
+    cand.generated = norm.source
+    cand.source = source
     if norm.rewrites:
         cand.provenance = {**cand.provenance, "rewrites": norm.rewrites}
     return None
@@ -253,6 +266,8 @@ def evaluate_candidate(
             "reference_ops": prep["reference_ops"],
             "returns_input": prep["returns_input"],
             "compile": settings.compile_baseline,
+            "in_module": settings.eager_path,
+            "generated": cand.generated,
         }
         res = sandbox.run(
             "runners.verify:evaluate",

@@ -7,7 +7,9 @@ A suggestion promises a drop-in replacement, so a candidate must pass all of:
 2. it matches a float64 reference on fresh random inputs for several seeds,
    within the per-dtype tolerance table, with shape, dtype and device equal
    and no NaN/Inf the reference lacks;
-3. it matches on other shapes than the example;
+3. it matches on other shapes than the example and, when it carries the
+   original computation as its CPU path (see ``runners/fallback.py``), on CPU
+   tensors too;
 4. it leaves its inputs alone and returns fresh outputs (outputs are poisoned
    between calls and the result re-checked at the end, after timing);
 5. it launches Triton kernels, and does not still run every PyTorch compute
@@ -114,6 +116,21 @@ def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
     module = importlib.util.module_from_spec(spec)
     sys.modules[name_hint] = module
     spec.loader.exec_module(module)
+    return module
+
+
+def load_in_namespace(path: str, file_module: Any, name: str) -> Any:
+    """Run ``path`` in a copy of ``file_module``'s globals: the code as it will live in that file."""
+    import types
+
+    module = types.ModuleType(name)
+    module.__dict__.update(
+        {k: v for k, v in vars(file_module).items() if not k.startswith("__") or k == "__package__"}
+    )
+    module.__file__ = str(Path(path).resolve())
+    sys.modules[name] = module
+    code = compile(Path(path).read_text(encoding="utf-8"), module.__file__, "exec")
+    exec(code, module.__dict__)
     return module
 
 
@@ -632,12 +649,15 @@ def _candidate_class(module: Any, class_name: str) -> type:
     raise Reject(f"defines neither ModelNew nor {class_name} as an nn.Module")
 
 
-def _build_candidate(cls: type, problem: Problem, device: str) -> torch.nn.Module:
-    """Build with the original arguments; by keyword first, then positionally in the original's
-    order (a model sees them positionally, through get_init_inputs, and may rename them)."""
+def _build_candidate(
+    cls: type, problem: Problem, device: str, keywords_only: bool = False
+) -> torch.nn.Module:
+    """Build with the original arguments; by keyword first, then (unless ``keywords_only``: a suggestion
+    must keep the original's argument names) positionally in the original's order (a model sees them
+    positionally, through get_init_inputs, and may rename them)."""
     attempts = [(problem.init_args, problem.init_kwargs)]
     positional = problem.positional_init_args()
-    if problem.init_kwargs and positional is not None:
+    if problem.init_kwargs and positional is not None and not keywords_only:
         attempts.append((positional, {}))
     failure: Exception | None = None
     for args, kwargs in attempts:
@@ -709,7 +729,8 @@ def evaluate(req: dict[str, Any]) -> dict[str, Any]:
 def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     device = req["device"]
     source = Path(req["candidate"]).read_text(encoding="utf-8")
-    problem_screen = screen_source(source)
+    # The generated code is screened; what runners/fallback.py adds around it is ours and the user's.
+    problem_screen = screen_source(req.get("generated") or source)
     if problem_screen:
         raise Reject(f"check 6 (static screen): {problem_screen}")
     tf32 = device == "cuda" and "tl.dot" in source and "ieee" not in source
@@ -724,12 +745,15 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
 
     # Check 1: imports, builds with the original arguments, loads the original's weights.
     try:
-        cand_mod = load_file_module(req["candidate"], None, "kernelize_candidate")
+        if req.get("in_module"):
+            cand_mod = load_in_namespace(req["candidate"], problem.file_module, "kernelize_candidate")
+        else:
+            cand_mod = load_file_module(req["candidate"], None, "kernelize_candidate")
     except SyntaxError as exc:
         raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
     _integrity(before, "importing the candidate")
     cls = _candidate_class(cand_mod, req["class_name"])
-    cand = _build_candidate(cls, problem, device)
+    cand = _build_candidate(cls, problem, device, keywords_only=bool(req.get("in_module")))
     try:
         cand.load_state_dict(problem.module.state_dict(), strict=True)
     except RuntimeError as exc:
@@ -797,6 +821,10 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         notes=["float32 dot products run in TF32 (checked with the TF32 tolerance)"] if tf32 else [],
     )
 
+    if req.get("in_module"):
+        _check_eager_path(cls, problem, req)
+        _integrity(before, "the CPU path")
+
     if device == "cuda" and req.get("time", True):
         args = problem.example_inputs(0)
         compiled, result["compile_error"] = (
@@ -811,6 +839,44 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     held.clear()
     result["status"] = "correct"
     result["reason"] = ""
+
+
+def _check_eager_path(cls: type, problem: Problem, req: dict[str, Any]) -> None:
+    """Check 3 on CPU tensors: the suggestion keeps the original computation there, and it must hold."""
+    import copy
+
+    args = inputs.make_values(problem.build["inputs"], 3, "cpu")
+    reference = copy.deepcopy(problem.module).to("cpu")
+    interpret = os.environ.pop("TRITON_INTERPRET", None)  # so the CPU path is taken on this machine too
+    try:
+        cand = build_module(cls, [_to_cpu(a) for a in problem.init_args], _to_cpu(problem.init_kwargs), "cpu")
+        cand.load_state_dict(reference.state_dict(), strict=True)
+        PROBE.launches = 0
+        with torch.no_grad():
+            expected, got = reference(*args), cand(*args)
+    except Exception as exc:
+        why = describe_exc(exc, "the original computation raised")
+        raise Mismatch(f"check 3 (CPU path): {why}") from None
+    finally:
+        if interpret is not None:
+            os.environ["TRITON_INTERPRET"] = interpret
+    if PROBE.launches:
+        raise Reject("check 3 (CPU path): launched a Triton kernel on CPU tensors")
+    exp, out = flatten(expected), flatten(got)
+    if len(exp) != len(out):
+        raise Mismatch(f"check 3 (CPU path): {len(out)} outputs, expected {len(exp)}")
+    for i, (e, g) in enumerate(zip(exp, out, strict=True)):
+        same = e.shape == g.shape and e.dtype == g.dtype
+        if not same or not torch.allclose(g, e, rtol=1e-5, atol=1e-6, equal_nan=True):
+            raise Mismatch(f"check 3 (CPU path): output {i} differs from the original's on CPU")
+
+
+def _to_cpu(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.cpu()
+    if isinstance(value, dict):
+        return {k: _to_cpu(v) for k, v in value.items()}
+    return value
 
 
 def _shapes(args: list[Any]) -> list[list[int]]:

@@ -37,6 +37,7 @@ class Candidate:
     source: str
     provenance: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the generator already knows the candidate is unusable
+    generated: str | None = None  # the generated code alone, once ``source`` wraps it for suggesting
 
     @property
     def sha256(self) -> str:

@@ -20,6 +20,7 @@ import pytest
 import torch
 import triton
 
+from runners.fallback import with_eager_path
 from runners.normalize import normalize
 from runners.results import REPORT_VERSION, report_from_dict, to_dict
 
@@ -142,8 +143,10 @@ def test_ok_is_correct(add_relu):
     assert ok["shapes_checked"][:3] == [[[16, 100], [16, 100]]] * 3
     for variant in ([[32, 100], [32, 100]], [[16, 151], [16, 151]], [[25, 100], [25, 100]]):
         assert variant in ok["shapes_checked"]
-    # The checksum is of the code as verified: normalized (ModelNew renamed to Model).
+    # The checksum is of the code as verified and suggested: normalized (ModelNew renamed to Model),
+    # with the original computation kept as the CPU path.
     verified = normalize((CANDIDATES / "add_relu" / "ok.py").read_text(), "Model").source
+    verified = with_eager_path(verified, (PROBLEMS / "add_relu.py").read_text(), "Model")
     assert ok["source_sha256"] == hashlib.sha256(verified.encode()).hexdigest()
     assert ok["provenance"]["rewrites"] == ["renamed ModelNew to Model"]
 

@@ -1,0 +1,190 @@
+"""The suggested code keeps the original computation for inputs Triton cannot run on.
+
+Unit tests of the source transformation, then the checks on real candidates
+(CPU, Triton interpreter): the combined class is what gets verified, in the
+original file's namespace, and its CPU path is run too.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from runners.fallback import EAGER, TRITON, FallbackError, with_eager_path
+
+ROOT = Path(__file__).resolve().parents[2]
+ORIGINAL = textwrap.dedent(
+    '''
+    import torch
+    from torch import nn
+
+    class Norm(nn.Module):
+        """Docstring."""
+
+        eps = 1e-5
+
+        def __init__(self, dim: int, affine: bool = True):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def _stats(self, x):
+            return x.pow(2).mean(-1, keepdim=True)
+
+        def forward(self, x, mask=None, *rest, scale: float = 1.0, **extra):
+            return x * torch.rsqrt(self._stats(x) + self.eps) * self.weight * scale
+    '''
+)
+CANDIDATE = textwrap.dedent(
+    """
+    import torch
+    import triton
+
+
+    class Norm(torch.nn.Module):
+        def __init__(self, hidden, flag=True):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(hidden))
+            self.flag = flag and hidden > 0
+
+        def forward(self, x, mask=None, *rest, scale=1.0, **extra):
+            return x
+    """
+)
+
+
+def _class(source: str, name: str = "Norm") -> ast.ClassDef:
+    tree = ast.parse(source)
+    return next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == name)
+
+
+def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
+    return {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+
+
+def test_forward_dispatches_with_the_original_signature():
+    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    methods = _methods(_class(out))
+    assert {"__init__", TRITON, EAGER, "forward", "_stats"} <= set(methods)
+    forward = methods["forward"]
+    assert ast.unparse(forward.args) == "self, x, mask=None, *rest, scale: float=1.0, **extra"
+    body = ast.unparse(forward)
+    assert f"return self.{TRITON}(x, mask, *rest, scale=scale, **extra)" in body
+    assert f"return self.{EAGER}(x, mask, *rest, scale=scale, **extra)" in body
+    assert "t.is_cuda" in body and 'os.environ.get("TRITON_INTERPRET")' in body.replace("'", '"')
+    # The original forward comes along unchanged but for its name; the class attribute too.
+    assert "self._stats(x) + self.eps" in ast.unparse(methods[EAGER])
+    assert any(isinstance(n, ast.Assign) and ast.unparse(n) == "eps = 1e-05" for n in _class(out).body)
+
+
+def test_imports_it_needs_are_added_once():
+    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    imports = [ast.unparse(n) for n in ast.parse(out).body if isinstance(n, ast.Import)]
+    assert imports.count("import os") == 1 and imports.count("import torch") == 1
+    again = with_eager_path("import os\n" + CANDIDATE, ORIGINAL, "Norm")
+    assert [ast.unparse(n) for n in ast.parse(again).body].count("import os") == 1
+
+
+def test_renamed_constructor_arguments_get_the_original_names_back():
+    init = ast.unparse(_methods(_class(with_eager_path(CANDIDATE, ORIGINAL, "Norm")))["__init__"])
+    assert "def __init__(self, dim: int, affine: bool=True):" in init
+    assert "torch.ones(dim)" in init and "self.flag = affine and dim > 0" in init
+
+
+def test_constructor_that_already_matches_is_left_as_written():
+    cand = CANDIDATE.replace("hidden, flag=True", "dim, affine=True").replace("hidden", "dim")
+    cand = cand.replace("flag", "affine")
+    out = with_eager_path(cand, ORIGINAL, "Norm")
+    assert "def __init__(self, dim, affine=True):" in out  # the candidate's own text, untouched
+
+
+def test_helpers_the_candidate_defines_itself_are_not_duplicated():
+    cand = CANDIDATE.replace(
+        "    def forward(", "    def _stats(self, x):\n        return x\n\n    def forward("
+    )
+    out = with_eager_path(cand, ORIGINAL, "Norm")
+    names = [n.name for n in _class(out).body if isinstance(n, ast.FunctionDef)]
+    assert names.count("_stats") == 1
+
+
+@pytest.mark.parametrize(
+    ("candidate", "original", "message"),
+    [
+        (CANDIDATE.replace("def forward(", "def run("), ORIGINAL, "has no forward method"),
+        (CANDIDATE, ORIGINAL.replace("def forward(", "def apply("), "defines no forward of its own"),
+        (CANDIDATE.replace("class Norm", "class Other"), ORIGINAL, "defines no top-level class Norm"),
+        (CANDIDATE.replace("hidden, flag=True", "hidden"), ORIGINAL, "takes different arguments"),
+        (CANDIDATE.replace("self.flag = flag", "dim = 3\n        self.flag = flag"), ORIGINAL, "for other"),
+        (CANDIDATE + "\n    def _forward_eager(self):\n        pass\n", ORIGINAL, "already defines"),
+        ("def broken(:\n", ORIGINAL, "does not parse"),
+    ],
+)
+def test_what_cannot_be_combined_is_refused_with_the_reason(candidate, original, message):
+    with pytest.raises(FallbackError, match=message):
+        with_eager_path(candidate, original, "Norm")
+
+
+def test_the_combined_class_runs_both_paths_on_cpu(monkeypatch):
+    """Executed in the original file's namespace: the eager path on CPU, the kernel path when asked."""
+    import torch
+
+    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    namespace: dict[str, object] = {}
+    exec(compile(ORIGINAL, "original.py", "exec"), namespace)
+    exec(compile(out, "combined.py", "exec"), namespace)
+    module = namespace["Norm"](dim=4)  # type: ignore[operator]
+    x = torch.randn(2, 4)
+    monkeypatch.delenv("TRITON_INTERPRET", raising=False)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
+    assert torch.allclose(module(x), expected)  # the original computation
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    assert module(x) is x  # the candidate's forward
+
+
+# ---------------------------------------------------------------------------
+# Through the checks (sandboxed, Triton interpreter)
+
+
+@pytest.fixture(scope="module")
+def scaled(cli, tmp_path_factory):
+    out = tmp_path_factory.mktemp("scaled") / "report.json"
+    env = {"TRITON_INTERPRET": "1"}
+    args = ["run", "tests/problems/scaled.py::ScaledTanh", "--candidates", "tests/candidates/scaled"]
+    rc, _, err = cli([*args, "--device", "cpu", "--json", str(out), "--quiet"], env=env)
+    assert rc == 0, err
+    report = json.loads(out.read_text())
+    return {c["id"]: c for c in report["modules"][0]["candidates"]}, report["modules"][0]
+
+
+def test_a_candidate_leaning_on_the_original_helpers_is_correct_and_suggested_combined(scaled):
+    candidates, module = scaled
+    assert candidates["ok.py"]["status"] == "correct", candidates["ok.py"]["reason"]
+    assert module["best"] == "ok.py"
+    best = module["best_source"]
+    assert f"def {EAGER}(self, x, *, clamp: bool = True):" in best  # the original's text
+    assert "def _shift(self, x):" in best and "offset = 0.5" in best
+    assert "def __init__(self, features: int, scale: float=2.0):" in best
+
+
+def test_a_candidate_whose_cpu_path_breaks_is_not_correct(scaled):
+    candidates, _ = scaled
+    bad = candidates["renamed_attribute.py"]
+    assert bad["status"] == "incorrect"
+    assert bad["reason"].startswith("check 3 (CPU path): the original computation raised: AttributeError")
+
+
+def test_kernel_only_verifies_the_candidate_alone(cli, tmp_path):
+    out = tmp_path / "report.json"
+    args = ["run", "tests/problems/scaled.py::ScaledTanh", "--candidates", "tests/candidates/scaled"]
+    env = {"TRITON_INTERPRET": "1"}
+    rc, _, err = cli([*args, "--kernel-only", "--device", "cpu", "--json", str(out), "--quiet"], env=env)
+    assert rc == 0, err
+    module = json.loads(out.read_text())["modules"][0]
+    by_id = {c["id"]: c for c in module["candidates"]}
+    # Alone, the kernel is right (the attribute's name does not matter to it) and the original's
+    # helper is missing from the code, which is fine: nothing calls it.
+    assert by_id["renamed_attribute.py"]["status"] == "correct", by_id["renamed_attribute.py"]["reason"]
+    assert EAGER not in (module["best_source"] or "")
