@@ -15,9 +15,9 @@ KZ="$PY -m bot.cli run --device cuda"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
-PART=${PART:-all}  # all | honesty | timing
+PART=${PART:-all}  # all | honesty | timing | suggestion
 
-if [ "$PART" != timing ]; then
+if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
 for p in add_relu softmax matmul; do
   $KZ "tests/problems/$p.py" --candidates "tests/candidates/$p" --timeout 60 --no-compile \
@@ -28,7 +28,7 @@ $KZ tests/problems/layers.py::RMSNorm --candidates tests/candidates/layers --tim
 
 fi
 
-if [ "$PART" != honesty ]; then
+if [ "$PART" = all ] || [ "$PART" = timing ]; then
 echo "== timing on larger problems (bench/problems) =="
 cands=$(mktemp -d)
 mkdir -p "$cands/add_relu" "$cands/softmax" "$cands/matmul" "$cands/RMSNorm"
@@ -45,4 +45,28 @@ $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
 
 echo "== harness overhead on this machine =="
 $PY bench/harness_overhead.py --device cuda --repeat 3
+fi
+
+if [ "$PART" = all ] || [ "$PART" = suggestion ]; then
+echo "== the suggested code: the kernel with the original computation kept for CPU inputs =="
+cands=$(mktemp -d)
+mkdir -p "$cands/RMSNorm"
+cp tests/candidates/layers/RMSNorm/ok.py "$cands/RMSNorm/"
+# The same kernel timed as suggested (dispatching forward) and alone (--kernel-only).
+$KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
+    --json "$OUT/suggested_rmsnorm.json" --markdown "$OUT/suggested_rmsnorm.md"
+$KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 --kernel-only \
+    --json "$OUT/kernel_only_rmsnorm.json" --markdown "$OUT/kernel_only_rmsnorm.md"
+# A kernel that leans on the original's helper method, class attribute and module constant; and one
+# whose CPU path breaks (the check runs the original computation on CPU tensors on this machine too).
+$KZ tests/problems/scaled.py::ScaledTanh --candidates tests/candidates/scaled --timeout 120 --no-compile \
+    --json "$OUT/suggested_scaled.json" --markdown "$OUT/suggested_scaled.md"
+# Checked in another dtype (the --dtype option and the repository config's dtypes).
+$KZ tests/problems/layers.py::RMSNorm --candidates tests/candidates/layers --timeout 120 --no-compile \
+    --dtype bfloat16 --json "$OUT/bf16_rmsnorm.json" --markdown "$OUT/bf16_rmsnorm.md"
+$KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 --dtype bfloat16 \
+    --json "$OUT/bf16_timing_rmsnorm.json" --markdown "$OUT/bf16_timing_rmsnorm.md"
+for f in suggested_rmsnorm kernel_only_rmsnorm suggested_scaled bf16_rmsnorm bf16_timing_rmsnorm; do
+  echo "--- $f"; cat "$OUT/$f.md"
+done
 fi

@@ -72,6 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
     run.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     run.add_argument(
+        "--dtype",
+        choices=("float32", "float16", "bfloat16"),
+        help="check in this dtype (floating parameters and inputs are cast); default: as built",
+    )
+    run.add_argument(
         "--kernel-only",
         action="store_true",
         help="verify the kernel alone, without keeping the original computation as the CPU path",
@@ -190,6 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         samples=args.samples,
         compile_baseline=not args.no_compile,
         eager_path=not args.kernel_only,
+        dtype=args.dtype,
     )
     progress = (
         (lambda _: None)
@@ -266,7 +272,7 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from runners.celery_app import make_celery
 
     try:
-        settings = load_settings()
+        settings = load_settings(web=False)
     except SettingsError as exc:
         raise UserError(str(exc)) from None
     if settings.github_app_id is None or settings.private_key() is None:

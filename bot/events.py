@@ -9,7 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 PLAN_TASK = "kernelize.plan_pull_request"
-PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review"})
+COMMAND_TASK = "kernelize.command"
+INSTALLATION_TASK = "kernelize.installation"
+PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review", "labeled"})
+INSTALLATION_EVENTS = frozenset({"installation", "installation_repositories"})
+COMMAND_WORD = "/kernelize"
 CHECK_RUN_ACTIONS = frozenset({"rerequested", "requested_action"})
 
 Job = dict[str, Any]
@@ -40,6 +44,8 @@ def decide(
     ``app_id`` is our GitHub App's id: check-run events for other apps' runs are
     not ours. ``drafts``: whether draft pull requests run automatically.
     """
+    if event in INSTALLATION_EVENTS:  # bookkeeping, whoever sent it
+        return _installation_event(event, payload)
     if _from_bot(payload):
         return None  # bots, this app included, never trigger work
     repo, installation = _repo(payload), _installation(payload)
@@ -57,21 +63,62 @@ def decide(
         return _pull_request(payload, base, drafts)
     if event == "check_run":
         return _check_run(payload, base, app_id)
-    # issue_comment commands arrive with the trust rules that decide who may run them;
-    # installation events need no work yet. Both are answered (202) and recorded as ignored.
+    if event == "issue_comment":
+        return _issue_comment(payload, base)
     return None
 
 
 def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | None:
+    """Drafts pass only with ``drafts``; the repository config (read by the task) may allow them too."""
     action, pr = payload.get("action"), payload.get("pull_request") or {}
     if action not in PR_ACTIONS or pr.get("state", "open") != "open":
-        return None
-    if pr.get("draft") and not drafts:
         return None
     head = pr.get("head") or {}
     if "number" not in pr or "sha" not in head:
         return None
-    return {**base, "number": int(pr["number"]), "head_sha": head["sha"], "reason": f"pull_request.{action}"}
+    job = {
+        **base,
+        "number": int(pr["number"]),
+        "head_sha": head["sha"],
+        "reason": f"pull_request.{action}",
+        "draft": bool(pr.get("draft")) and not drafts,
+    }
+    if action == "labeled":
+        job["label"] = str((payload.get("label") or {}).get("name", ""))
+    return job
+
+
+def _issue_comment(payload: dict[str, Any], base: Job) -> Job | None:
+    """A new comment on a pull request that may hold a command; the task parses it."""
+    comment, issue = payload.get("comment") or {}, payload.get("issue") or {}
+    if payload.get("action") != "created" or not issue.get("pull_request"):
+        return None  # edits and deletions never run anything; plain issues are not ours
+    body = str(comment.get("body") or "")
+    if COMMAND_WORD not in body.lower() or "id" not in comment or "number" not in issue:
+        return None
+    return {
+        **{**base, "task": COMMAND_TASK},
+        "number": int(issue["number"]),
+        "comment_id": int(comment["id"]),
+        "body": body[:65536],
+    }
+
+
+def _installation_event(event: str, payload: dict[str, Any]) -> Job | None:
+    if _installation(payload) is None:
+        return None
+    keep = ("action", "installation", "repositories", "repositories_added", "repositories_removed")
+    slim = {k: payload[k] for k in keep if k in payload}
+    inst = dict(slim.get("installation") or {})
+    slim["installation"] = {k: inst[k] for k in ("id", "account", "repository_selection") if k in inst}
+    if isinstance(inst.get("account"), dict):
+        slim["installation"]["account"] = {
+            k: inst["account"][k] for k in ("login", "type") if k in inst["account"]
+        }
+    for key in ("repositories", "repositories_added", "repositories_removed"):
+        if key in slim:
+            slim[key] = [{"full_name": r["full_name"]} for r in slim[key] or [] if "full_name" in r]
+    return {"task": INSTALLATION_TASK, "event": event, "payload": slim}
 
 
 def _check_run(payload: dict[str, Any], base: Job, app_id: int | None) -> Job | None:

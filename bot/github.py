@@ -96,6 +96,15 @@ class PullInfo:
     author_association: str  # OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR, FIRST_TIME_CONTRIBUTOR, NONE, …
     draft: bool
     is_fork: bool
+    default_branch: str = "main"  # the base repository's: where its config is read from
+    state: str = "open"
+
+
+@dataclass(frozen=True)
+class ReviewInfo:
+    id: int
+    body: str
+    commit_id: str
 
 
 @dataclass(frozen=True)
@@ -352,6 +361,8 @@ class InstallationClient:
                 author_association=pr.author_association or "NONE",
                 draft=bool(pr.draft),
                 is_fork=head_name is None or head_name != base_repo.full_name,
+                default_branch=base_repo.default_branch or "main",
+                state=pr.state or "open",
             )
 
     def pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
@@ -482,8 +493,11 @@ class InstallationClient:
             _, data = self._gh.requester.requestJsonAndCheck("POST", path, input=payload)
             return int(data["id"])
 
-    def upsert_comment(self, owner: str, repo: str, number: int, marker: str, body: str) -> int:
-        """Edit the bot's issue comment whose body contains ``marker``, or create one; return its id.
+    def upsert_comment(
+        self, owner: str, repo: str, number: int, marker: str, body: str, *, create: bool = True
+    ) -> int | None:
+        """Edit the bot's issue comment whose body contains ``marker``, or (with ``create``) create one;
+        return its id (None when there was none and ``create`` is false).
 
         Only comments written by this app are considered, so a user quoting the marker is left alone.
         """
@@ -503,6 +517,8 @@ class InstallationClient:
             with self._call("PATCH", f"/repos/{owner}/{repo}/issues/comments/{mine.id}"):
                 mine.edit(body)
             return int(mine.id)
+        if not create:
+            return None
         with self._call("POST", path):
             return int(issue.create_comment(body).id)
 
@@ -523,11 +539,51 @@ class InstallationClient:
 
     def review_bodies(self, owner: str, repo: str, number: int) -> list[str]:
         """The bodies of the reviews this app posted on pull request ``number``."""
+        return [r.body for r in self.reviews(owner, repo, number)]
+
+    def reviews(self, owner: str, repo: str, number: int) -> list[ReviewInfo]:
+        """The reviews this app posted on pull request ``number``, oldest first."""
         me = self._app.bot_login()
         path = f"/repos/{owner}/{repo}/pulls/{number}/reviews"
         with self._call("GET", path):
             reviews = self._repo(owner, repo).get_pull(number).get_reviews()
-            return [r.body or "" for r in reviews if r.user is not None and r.user.login == me]
+            return [
+                ReviewInfo(int(r.id), r.body or "", r.commit_id or "")
+                for r in reviews
+                if r.user is not None and r.user.login == me
+            ]
+
+    def review_comments(self, owner: str, repo: str, number: int, review_id: int) -> list[tuple[int, str]]:
+        """``(id, body)`` of each line comment of one review."""
+        path = f"/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}/comments"
+        with self._call("GET", path):
+            page = 1
+            out: list[tuple[int, str]] = []
+            while True:
+                _, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", path, parameters={"per_page": 100, "page": page}
+                )
+                out.extend((int(c["id"]), str(c.get("body") or "")) for c in data)
+                if len(data) < 100:
+                    return out
+                page += 1
+
+    def update_review(self, owner: str, repo: str, number: int, review_id: int, body: str) -> None:
+        path = f"/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}"
+        with self._call("PUT", path):
+            self._gh.requester.requestJsonAndCheck("PUT", path, input={"body": body})
+
+    def edit_review_comment(self, owner: str, repo: str, comment_id: int, body: str) -> None:
+        path = f"/repos/{owner}/{repo}/pulls/comments/{comment_id}"
+        with self._call("PATCH", path):
+            self._gh.requester.requestJsonAndCheck("PATCH", path, input={"body": body})
+
+    def comment(self, owner: str, repo: str, number: int, body: str) -> int:
+        """A new comment on issue or pull request ``number`` (a reply to a command); its id."""
+        path = f"/repos/{owner}/{repo}/issues/{number}/comments"
+        with self._call("POST", path):
+            _, data = self._gh.requester.requestJsonAndCheck("POST", path, input={"body": body})
+            return int(data["id"])
 
     def python_files(self, owner: str, repo: str, ref: str, limit_bytes: int) -> dict[str, str]:
         """Every ``.py`` file of the repository at ``ref`` (the whole tree, so imports between files

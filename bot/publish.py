@@ -271,6 +271,7 @@ def plan_review(
     *,
     device: DeviceInfo,
     min_speedup: float = 1.05,
+    summary_only: bool = False,
 ) -> ReviewPlan:
     """One suggestion comment per module with a best candidate, replacing the class's lines at
     ``head_sha`` with the candidate's code exactly as verified.
@@ -297,6 +298,11 @@ def plan_review(
                 f"the code on hand (sha256 {digest[:12]}) is not the code that was verified "
                 f"(sha256 {best.source_sha256[:12]}), so it is not offered",
                 None,
+            )
+            continue
+        if summary_only:
+            held[m.target] = HeldBack(
+                "the repository asks for summaries only (`comment.mode: summary-only`)", code
             )
             continue
         lines = sources.get(m.file, {}).get(m.class_name)

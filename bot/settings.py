@@ -50,7 +50,8 @@ class Settings(BaseSettings):
         env_prefix=ENV_PREFIX, env_file=".env", env_file_encoding="utf-8", extra="ignore"
     )
 
-    webhook_secret: SecretStr
+    # Required by the web server (load_settings(web=True)); a github-queue worker never sees deliveries.
+    webhook_secret: SecretStr | None = None
     github_app_id: int | None = None
     github_private_key: SecretStr | None = None
     github_private_key_path: Path | None = None
@@ -65,6 +66,9 @@ class Settings(BaseSettings):
     samples: int = 4
     min_speedup: float = 1.05
     candidate_timeout_s: float = 300.0
+    # Per installation, so one repository cannot take the shared GPUs: excess jobs wait, never vanish.
+    max_concurrent_jobs: int = 2
+    gpu_minutes_per_day: float = 240.0
     # PyGithub waits this long between writes (GitHub asks for 1 s); tests against a local fake use 0.
     seconds_between_writes: float = 1.0
 
@@ -77,7 +81,9 @@ class Settings(BaseSettings):
 
     @field_validator("webhook_secret")
     @classmethod
-    def _strong_secret(cls, value: SecretStr) -> SecretStr:
+    def _strong_secret(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
         secret = value.get_secret_value()
         if not secret.strip():
             raise ValueError("is empty")
@@ -89,7 +95,7 @@ class Settings(BaseSettings):
             raise ValueError("repeats a single character")
         return value
 
-    @field_validator("max_body_bytes")
+    @field_validator("max_body_bytes", "max_concurrent_jobs")
     @classmethod
     def _positive(cls, value: int) -> int:
         if value <= 0:
@@ -157,9 +163,15 @@ def _describe(error: Any) -> str:
     return f"{name}: {message}"
 
 
-def load_settings(**overrides: Any) -> Settings:
-    """Read the settings now (environment, then ``.env``); raise :class:`SettingsError` with one line."""
+def load_settings(*, web: bool = True, **overrides: Any) -> Settings:
+    """Read the settings now (environment, then ``.env``); raise :class:`SettingsError` with one line.
+
+    ``web``: for the webhook server, which refuses to start without a webhook secret."""
     try:
-        return Settings(**overrides)
+        settings = Settings(**overrides)
     except ValidationError as exc:
         raise SettingsError("; ".join(_describe(error) for error in exc.errors())) from None
+    if web and settings.webhook_secret is None:
+        name = f"{ENV_PREFIX}WEBHOOK_SECRET"
+        raise SettingsError(f"{name} is not set: the server refuses to start without a webhook secret")
+    return settings

@@ -1,11 +1,13 @@
-"""The GitHub-side Celery tasks: plan a pull request, then publish what the GPU workers found.
+"""The GitHub-side Celery tasks: plan a pull request, answer commands, publish what the GPUs found.
 
-``plan_pull_request`` (queue ``github``) reads the pull request, maps its diff
-to the ``nn.Module`` classes it touches, packs the changed Python sources into
-a bundle and fans out one ``kernelize_module`` task per class to the ``gpu``
-queue; a chord calls ``publish_pull_request`` (queue ``github``) with their
-reports. Tasks take primitives and load the rest; GitHub credentials never
-leave this side.
+``plan_pull_request`` (queue ``github``) reads the pull request and the
+repository config (from the default branch), decides whether it may run and
+what, maps the diff to the ``nn.Module`` classes it touches, packs the
+repository's Python into a bundle and fans out one ``kernelize_module`` task
+per class to the ``gpu`` queue; a chord calls ``publish_pull_request`` (queue
+``github``) with their reports. ``command`` answers ``/kernelize`` comments.
+Tasks take primitives and load the rest; GitHub credentials never leave this
+side.
 """
 
 from __future__ import annotations
@@ -14,28 +16,48 @@ import functools
 import hashlib
 import json
 import logging
+from collections.abc import Sequence
 from typing import Any
 
-import yaml
 from celery import chord
+from sqlalchemy.orm import Session, sessionmaker
 
-from bot import publish
-from bot.github import GitHubApp, InstallationClient
+from bot import commands, db, jobs, publish
+from bot.github import GitHubApp, InstallationClient, PullInfo
+from bot.models import Job, utcnow
+from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, load_repo_config
 from bot.settings import Settings, load_settings
 from runners.bundle import BundleError, pack
-from runners.celery_app import GPU_QUEUE, KERNELIZE_TASK, PLAN_TASK, PUBLISH_TASK
+from runners.celery_app import (
+    COMMAND_TASK,
+    GPU_QUEUE,
+    INSTALLATION_TASK,
+    KERNELIZE_TASK,
+    PLAN_TASK,
+    PUBLISH_TASK,
+)
 from runners.discover import DiscoveryError, added_lines, classes_touching, find_modules
-from runners.results import DeviceInfo, RunReport, module_from_dict
+from runners.generators import AVAILABLE as GENERATORS
+from runners.results import DeviceInfo, ModuleReport, RunReport, module_from_dict
 
 log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
-CONFIG_PATH = ".github/kernelize.yml"
 BUNDLE_TEXT_BYTES = 16 * 2**20  # Python source text per pull request; it compresses ~4x under the bundle cap
+OUTDATED_MARKER = "<!-- kernelize:outdated -->"
+WAIT_RETRY_S = 60.0
+
+
+class Deferred(Exception):
+    """The job must wait (installation limits); the task retries after ``countdown`` seconds."""
+
+    def __init__(self, countdown: float) -> None:
+        super().__init__(f"deferred for {countdown:.0f} s")
+        self.countdown = countdown
 
 
 @functools.lru_cache(maxsize=1)
 def _settings() -> Settings:
-    return load_settings()
+    return load_settings(web=False)
 
 
 @functools.lru_cache(maxsize=1)
@@ -49,31 +71,33 @@ def _app() -> GitHubApp:
     )
 
 
+@functools.lru_cache(maxsize=1)
+def _sessions() -> sessionmaker[Session]:
+    engine = db.make_engine(_settings().database_url)
+    db.create_schema(engine)
+    return db.session_factory(engine)
+
+
 def _client(installation_id: int) -> InstallationClient:
     return _app().installation(installation_id)
 
 
-def _repo_modules_config(client: InstallationClient, owner: str, repo: str, ref: str) -> dict[str, Any]:
-    """The ``modules:`` section of the repository config at ``ref`` (empty when there is none)."""
-    text = client.file_text(owner, repo, CONFIG_PATH, ref)
-    if not text:
-        return {}
-    data = yaml.safe_load(text) or {}
-    modules = data.get("modules", {}) if isinstance(data, dict) else {}
-    return modules if isinstance(modules, dict) else {}
+def _limits() -> jobs.Limits:
+    s = _settings()
+    return jobs.Limits(s.max_concurrent_jobs, s.gpu_minutes_per_day)
 
 
 def settings_hash(request: dict[str, Any]) -> str:
     """The part of the idempotency key that says how the engine was asked to run."""
-    keys = ("generators", "samples", "min_speedup")
-    return hashlib.sha256(json.dumps({k: request.get(k) for k in keys}, sort_keys=True).encode()).hexdigest()[
-        :12
-    ]
+    keys = ("generators", "samples", "min_speedup", "dtypes", "tolerance", "targets", "mode")
+    blob = json.dumps({k: request.get(k) for k in keys}, sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
 
 
-# Automatic runs spend a repository's GPUs on the pull request's code: only for authors the repository
-# trusts. Anyone else's pull request waits for a maintainer (check-run button or re-run).
-TRUSTED_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+# ---------------------------------------------------------------------------
+# Trust: automatic runs spend a repository's GPUs on the pull request's code, so only for authors the
+# repository trusts. Anyone else's pull request waits for a maintainer (button, re-run, command, label).
+
 WRITE_PERMISSIONS = frozenset({"admin", "maintain", "write"})
 RUN_ACTION = {
     "label": "Run Kernelize",
@@ -82,25 +106,39 @@ RUN_ACTION = {
 }
 
 
-def _may_run(client: InstallationClient, owner: str, repo: str, pull: Any, reason: str, sender: str) -> bool:
-    if reason.startswith("check_run."):  # a button or a re-run: whoever pressed it must have write access
-        return bool(sender) and client.permission(owner, repo, sender) in WRITE_PERMISSIONS
-    if pull.author_association in TRUSTED_ASSOCIATIONS:
+def _has_write(client: InstallationClient, owner: str, repo: str, login: str) -> bool:
+    return bool(login) and client.permission(owner, repo, login) in WRITE_PERMISSIONS
+
+
+def _may_run(
+    client: InstallationClient,
+    owner: str,
+    repo: str,
+    pull: PullInfo,
+    reason: str,
+    sender: str,
+    config: RepoConfig,
+) -> bool:
+    if not reason.startswith("pull_request.") or reason == "pull_request.labeled":
+        # a button, a re-run, a command or a label: whoever did it must have write access
+        return _has_write(client, owner, repo, sender)
+    if pull.author_association in config.trust.associations:
         return True
-    return client.permission(owner, repo, pull.author_login) in WRITE_PERMISSIONS
+    return _has_write(client, owner, repo, pull.author_login)
 
 
 def _ask_for_approval(
-    client: InstallationClient, owner: str, repo: str, head_sha: str, author: str
+    client: InstallationClient, owner: str, repo: str, head_sha: str, author: str, config: RepoConfig
 ) -> dict[str, Any]:
     waiting = [
         r for r in client.check_runs(owner, repo, head_sha, CHECK_NAME) if r.conclusion == "action_required"
     ]
     if not waiting:
+        label = f", by adding the `{config.trust.label}` label" if config.trust.label else ""
         summary = (
             f"This pull request is from @{author}, who does not have write access to this repository, so "
             "Kernelize did not run its code automatically. A maintainer can start it with the "
-            "**Run Kernelize** button above (or by re-running this check)."
+            f"**Run Kernelize** button above, by commenting `/kernelize`{label} or by re-running this check."
         )
         client.create_check_run(
             owner,
@@ -115,27 +153,77 @@ def _ask_for_approval(
     return {"skipped": f"waiting for a maintainer: @{author} may not run code here"}
 
 
-def plan_pull_request(
-    app: Any,
-    installation_id: int,
+# ---------------------------------------------------------------------------
+# Replies to commands
+
+
+def _react(client: InstallationClient, owner: str, repo: str, comment_id: int | None, content: str) -> None:
+    if comment_id is not None:
+        client.react(owner, repo, comment_id, content)
+
+
+def _tell(
+    client: InstallationClient,
+    owner: str,
+    repo: str,
+    number: int,
+    comment_id: int | None,
+    text: str,
+    *,
+    failed: bool = False,
+) -> None:
+    """Answer a command (no-op for automatic runs): a reply, and 😕 when it failed."""
+    if comment_id is None:
+        return
+    if failed:
+        client.react(owner, repo, comment_id, "confused")
+    client.comment(owner, repo, number, text)
+
+
+def _load_config(client: InstallationClient, owner: str, repo: str, pull: PullInfo) -> RepoConfig:
+    """The config on the default branch: a pull request cannot change its own rules."""
+    return load_repo_config(client.file_text(owner, repo, CONFIG_PATH, pull.default_branch))
+
+
+def _config_failed(
+    client: InstallationClient, owner: str, repo: str, head_sha: str, exc: RepoConfigError
+) -> None:
+    summary = (
+        f"`{exc.path}` on the default branch is not valid, so nothing ran:\n\n"
+        f"- key: `{exc.key or '(file)'}`\n- problem: {exc.message}\n\n"
+        "Fix the file on the default branch, then re-run this check. The reference is `docs/config.md`."
+    )
+    client.create_check_run(
+        owner,
+        repo,
+        head_sha,
+        CHECK_NAME,
+        "completed",
+        conclusion="failure",
+        output={"title": f"Invalid {exc.path}", "summary": summary},
+    )
+
+
+# ---------------------------------------------------------------------------
+# Planning
+
+
+def _targets(
+    client: InstallationClient,
     owner: str,
     repo: str,
     number: int,
     head_sha: str,
-    reason: str = "",
-    sender: str = "",
-    **_: Any,
-) -> dict[str, Any]:
-    client = _client(installation_id)
-    pull = client.pull(owner, repo, number)
-    if pull.head_sha != head_sha:
-        return {"skipped": f"head moved from {head_sha[:7]} to {pull.head_sha[:7]}; a newer event covers it"}
-    if not _may_run(client, owner, repo, pull, reason, sender):
-        return _ask_for_approval(client, owner, repo, head_sha, pull.author_login)
+    config: RepoConfig,
+    wanted: Sequence[dict[str, Any]],
+) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
+    """The changed modules to run (config paths and, for a command, its targets), the changed
+    sources, and the patches by path."""
+    chosen = [commands.Target(t["path"], t.get("class_name")) for t in wanted]
     files = [
         f
         for f in client.pull_files(owner, repo, number)
-        if f.filename.endswith(".py") and f.status != "removed"
+        if f.filename.endswith(".py") and f.status != "removed" and config.selects(f.filename)
     ]
     sources: dict[str, str] = {}
     targets: list[dict[str, Any]] = []
@@ -150,40 +238,179 @@ def plan_pull_request(
             continue  # a syntax error in the pull request is not ours to report
         by_name = {m.name: m for m in modules}
         for name in classes_touching(modules, added_lines(f.patch)):
+            if chosen and not any(t.matches(f.filename, name) for t in chosen):
+                continue
             m = by_name[name]
             targets.append({"path": f.filename, "class_name": name, "start": m.lineno, "end": m.end_lineno})
-    if not targets:
-        return {"skipped": "no nn.Module class changed"}
+    return targets, sources, {f.filename: f.patch or "" for f in files}
 
+
+def _engine(config: RepoConfig) -> dict[str, Any]:
     s = _settings()
-    engine = {
-        "generators": s.generators,
-        "samples": s.samples,
-        "min_speedup": s.min_speedup,
+    table = config.tolerance_table()
+    return {
+        "generators": list(config.generators or s.generators),
+        "samples": config.samples or s.samples,
+        "min_speedup": config.min_speedup or s.min_speedup,
         "timeout_s": s.candidate_timeout_s,
+        "dtypes": list(config.dtypes or []),
+        "tolerance": {k: list(v) for k, v in table.items()},
     }
-    # Idempotency: one key per (repository, PR, head sha, engine settings), kept as the check run's
-    # external id. A completed run for the key is not redone unless someone asked for a re-run; a
+
+
+def _open_job(
+    key: str, installation_id: int, owner: str, repo: str, number: int, head_sha: str, **fields: Any
+) -> int:
+    """The active job for ``key`` (a redelivered or retried plan), or a new one; its id."""
+    with _sessions()() as session, session.begin():
+        for job in jobs.pull_jobs(session, f"{owner}/{repo}", number):
+            if job.key == key:
+                return job.id
+        job = Job(
+            key=key,
+            installation_id=installation_id,
+            repository=f"{owner}/{repo}",
+            pull_number=number,
+            head_sha=head_sha,
+            state="queued",
+            task_ids=[],
+            **fields,
+        )
+        session.add(job)
+        session.flush()
+        return job.id
+
+
+def plan_pull_request(
+    app: Any,
+    installation_id: int,
+    owner: str,
+    repo: str,
+    number: int,
+    head_sha: str = "",
+    reason: str = "",
+    sender: str = "",
+    targets: Sequence[dict[str, Any]] = (),
+    options: dict[str, Any] | None = None,
+    comment_id: int | None = None,
+    draft: bool = False,
+    label: str = "",
+    **_: Any,
+) -> dict[str, Any]:
+    client = _client(installation_id)
+    pull = client.pull(owner, repo, number)
+    if pull.state != "open":
+        _tell(
+            client,
+            owner,
+            repo,
+            number,
+            comment_id,
+            "This pull request is closed; nothing to do.",
+            failed=True,
+        )
+        return {"skipped": "the pull request is closed"}
+    head_sha = head_sha or pull.head_sha  # a command runs on the current head
+    if pull.head_sha != head_sha:
+        return {"skipped": f"head moved from {head_sha[:7]} to {pull.head_sha[:7]}; a newer event covers it"}
+    try:
+        config = _load_config(client, owner, repo, pull)
+    except RepoConfigError as exc:
+        _config_failed(client, owner, repo, head_sha, exc)
+        _tell(client, owner, repo, number, comment_id, f"Nothing ran: {exc}", failed=True)
+        return {"failed": str(exc)}
+    if not config.enabled:
+        why = f"Kernelize is disabled for this repository (`enabled: false` in `{CONFIG_PATH}`)."
+        _tell(client, owner, repo, number, comment_id, why, failed=True)
+        return {"skipped": "disabled by the repository config"}
+    automatic = reason.startswith("pull_request.") and reason != "pull_request.labeled"
+    if automatic and not config.auto_run:
+        return {"skipped": "auto_run is off; waiting for /kernelize"}
+    if automatic and draft and not config.drafts:
+        return {"skipped": "draft pull request"}
+    if reason == "pull_request.labeled" and (not config.trust.label or label != config.trust.label):
+        return {"skipped": f"label {label!r} is not the configured trust label"}
+    if not _may_run(client, owner, repo, pull, reason, sender, config):
+        return _ask_for_approval(client, owner, repo, head_sha, pull.author_login, config)
+    try:
+        config = config.with_overrides(**(options or {}))
+    except RepoConfigError as exc:
+        _tell(client, owner, repo, number, comment_id, f"Nothing ran: {exc}", failed=True)
+        return {"failed": str(exc)}
+
+    found, sources, patches = _targets(client, owner, repo, number, head_sha, config, targets)
+    if not found:
+        _mark_outdated(client, owner, repo, number, head_sha)
+        what = "matches your targets" if targets else "was changed in this pull request"
+        _tell(client, owner, repo, number, comment_id, f"No `nn.Module` class {what}.", failed=bool(targets))
+        return {"skipped": "no nn.Module class changed"}
+    over = found[config.max_modules :]
+    found = found[: config.max_modules]
+
+    engine = _engine(config)
+    mode = config.comment.mode
+    scope = sorted(f"{t['path']}::{t['class_name']}" for t in found) if targets else None
+    # Idempotency: one key per (repository, PR, head sha, engine settings, targets), kept as the check
+    # run's external id. A completed run for the key is not redone unless someone asked for a re-run; a
     # redelivered plan (its worker died) carries on with the run it opened.
-    key = f"{owner}/{repo}#{number}@{head_sha}:{settings_hash(engine)}"
+    key = f"{owner}/{repo}#{number}@{head_sha}:{settings_hash({**engine, 'targets': scope, 'mode': mode})}"
     existing = [r for r in client.check_runs(owner, repo, head_sha, CHECK_NAME) if r.external_id == key]
-    rerun = reason.startswith("check_run.")
+    rerun = reason.startswith("check_run.") or reason == "command"
     if any(r.status == "completed" for r in existing) and not rerun:
         return {"skipped": f"{key} is done already"}
-    if existing and not rerun:
-        check_run_id = existing[0].id
-    else:
-        title = f"Checking {len(targets)} module(s)"
-        output = {"title": title, "summary": "Generating, verifying and timing kernels."}
-        check_run_id = client.create_check_run(
-            owner, repo, head_sha, CHECK_NAME, "in_progress", output=output, external_id=key
-        )
+    job_id = _open_job(
+        key,
+        installation_id,
+        owner,
+        repo,
+        number,
+        head_sha,
+        reason=reason[:64],
+        requested_by=sender[:100],
+        comment_id=comment_id,
+        modules=len(found),
+    )
+    title = f"Checking {len(found)} module(s)"
+    working = "Generating, verifying and timing kernels."
+    with _sessions()() as session, session.begin():
+        job = session.get(Job, job_id, with_for_update=True)
+        assert job is not None
+        if job.state == "cancelled":
+            return {"skipped": "cancelled"}
+        check_run_id = job.check_run_id or next((r.id for r in existing if r.status != "completed"), None)
+        wait = jobs.wait_reason(session, installation_id, _limits(), job_id)
+        if check_run_id is None:
+            status = "queued" if wait else "in_progress"
+            output = {"title": "Waiting" if wait else title, "summary": wait or working}
+            check_run_id = client.create_check_run(
+                owner, repo, head_sha, CHECK_NAME, status, output=output, external_id=key
+            )
+        job.check_run_id = check_run_id
+        first_wait = bool(wait) and job.detail != wait
+        if wait:
+            job.detail = wait
+        else:
+            job.state, job.detail = "running", ""
+    if wait:  # committed above: the next try finds the job, its check run and that we said so
+        if first_wait:
+            _tell(client, owner, repo, number, comment_id, f"Queued: {wait}.")
+            client.update_check_run(
+                owner, repo, check_run_id, status="queued", output={"title": "Waiting", "summary": wait}
+            )
+        running = "running" in wait
+        raise Deferred(WAIT_RETRY_S if running else min(3600.0, jobs.seconds_to_midnight() + 5))
+    client.update_check_run(
+        owner,
+        repo,
+        check_run_id,
+        status="in_progress",
+        output={"title": title, "summary": working},
+    )
     try:
         # The whole repository's Python at the head, so the module's imports of unchanged files resolve.
         repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES)
         bundle = pack({**repo_files, **sources})
-        modules_config = _repo_modules_config(client, owner, repo, pull.base_sha)
-    except (BundleError, yaml.YAMLError) as exc:
+    except BundleError as exc:
         client.update_check_run(
             owner,
             repo,
@@ -191,6 +418,8 @@ def plan_pull_request(
             conclusion="failure",
             output={"title": "Kernelize could not start", "summary": str(exc)[:60000]},
         )
+        _finish(job_id, "failed", detail=str(exc))
+        _tell(client, owner, repo, number, comment_id, f"Kernelize could not start: {exc}", failed=True)
         return {"failed": str(exc)}
     header = [
         app.signature(
@@ -201,13 +430,18 @@ def plan_pull_request(
                     "bundle": bundle,
                     "rel_path": t["path"],
                     "class_name": t["class_name"],
-                    "modules": modules_config,
+                    "modules": config.modules,
                 }
             },
             queue=GPU_QUEUE,
         )
-        for t in targets
+        for t in found
     ]
+    task_ids = [str(sig.freeze().id) for sig in header]
+    with _sessions()() as session, session.begin():
+        job = session.get(Job, job_id)
+        assert job is not None
+        job.task_ids = task_ids
     context = {
         "installation_id": installation_id,
         "owner": owner,
@@ -215,28 +449,94 @@ def plan_pull_request(
         "number": number,
         "head_sha": head_sha,
         "check_run_id": check_run_id,
-        "targets": targets,
-        "patches": {f.filename: f.patch or "" for f in files},
+        "targets": found,
+        "over": [f"{t['path']}::{t['class_name']}" for t in over],
+        "max_modules": config.max_modules,
+        "patches": patches,
         "key": key,
+        "job_id": job_id,
+        "comment_id": comment_id,
+        "mode": mode,
+        "when_nothing_found": config.comment.when_nothing_found,
+        "min_speedup": engine["min_speedup"],
     }
     chord(header)(app.signature(PUBLISH_TASK, kwargs={"context": context}))
-    log.info("planned %d module(s) for %s/%s#%d at %s", len(targets), owner, repo, number, head_sha[:7])
-    return {"modules": len(targets), "check_run_id": check_run_id}
+    log.info("planned %d module(s) for %s/%s#%d at %s", len(found), owner, repo, number, head_sha[:7])
+    return {"modules": len(found), "check_run_id": check_run_id, "job_id": job_id}
+
+
+def _finish(job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = "") -> str:
+    """Record the job's end; return its final state (a cancel that came first sticks)."""
+    with _sessions()() as session, session.begin():
+        job = jobs.finish(session, job_id, state, gpu_seconds=gpu_seconds, detail=detail)
+        return job.state if job is not None else state
+
+
+# ---------------------------------------------------------------------------
+# Publishing
+
+
+def _mark_outdated(client: InstallationClient, owner: str, repo: str, number: int, head_sha: str) -> int:
+    """Our reviews for other shas lose their suggestions (so nobody applies stale code); return how many."""
+    marked = 0
+    for review in client.reviews(owner, repo, number):
+        if (
+            review.commit_id == head_sha
+            or OUTDATED_MARKER in review.body
+            or "kernelize:review" not in review.body
+        ):
+            continue
+        note = (
+            f"**Outdated:** this review was for `{review.commit_id[:7]}`; the pull request has moved on to "
+            f"`{head_sha[:7]}`, and Kernelize's summary comment has the current results."
+        )
+        for comment_id, body in client.review_comments(owner, repo, number, review.id):
+            if "```suggestion" in body and OUTDATED_MARKER not in body:
+                client.edit_review_comment(owner, repo, comment_id, f"{note}\n{OUTDATED_MARKER}")
+        client.update_review(owner, repo, number, review.id, f"{note}\n{OUTDATED_MARKER}\n\n{review.body}")
+        marked += 1
+    return marked
+
+
+def _over_limit(targets: Sequence[str], limit: int) -> list[ModuleReport]:
+    out = []
+    for target in targets:
+        path, _, cls = target.rpartition("::")
+        report = ModuleReport(target=target, file=path, class_name=cls)
+        report.status = "skipped"
+        report.reason = f"over the repository's limit of {limit} module(s) per pull request (`max_modules`)"
+        out.append(report)
+    return out
 
 
 def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
     owner, repo, number, head_sha = context["owner"], context["repo"], context["number"], context["head_sha"]
     client = _client(context["installation_id"])
+    comment_id = context.get("comment_id")
     reports = [module_from_dict(r["module"]) for r in results]
+    gpu_seconds = sum(c.wall_s or 0.0 for m in reports for c in m.candidates)
+    job_id = context.get("job_id")
+    if job_id is not None and _finish(job_id, "done", gpu_seconds=gpu_seconds) == "cancelled":
+        return {"cancelled": True}
+    reports += _over_limit(context.get("over", []), int(context.get("max_modules", 0)))
     device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
-    run = RunReport(device=device, modules=reports, min_speedup=_settings().min_speedup)
+    min_speedup = float(context.get("min_speedup") or _settings().min_speedup)
+    run = RunReport(device=device, modules=reports, min_speedup=min_speedup)
     spans: dict[str, dict[str, tuple[int, int]]] = {}
     for t in context["targets"]:
         spans.setdefault(t["path"], {})[t["class_name"]] = (t["start"], t["end"])
     winners = {(m.target, m.best): m.best_source for m in reports if m.best and m.best_source}
     plan = publish.plan_review(
-        reports, spans, context["patches"], winners, head_sha, device=device, min_speedup=run.min_speedup
+        reports,
+        spans,
+        context["patches"],
+        winners,
+        head_sha,
+        device=device,
+        min_speedup=run.min_speedup,
+        summary_only=context.get("mode") == "summary-only",
     )
+    _mark_outdated(client, owner, repo, number, head_sha)
     review_id = None
     marker = f"<!-- kernelize:review key={context['key']} -->"
     posted = any(marker in body for body in client.review_bodies(owner, repo, number))
@@ -244,21 +544,174 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
         body = f"{plan.body}\n{marker}"
         review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments)
     summary = publish.summary_comment(run, reports, head_sha, plan)
-    comment_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary)
+    # Nothing to say: no new comment unless configured (an earlier summary is still brought up to date).
+    speak = bool(winners) or context.get("when_nothing_found") == "summary" or comment_id is not None
+    summary_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary, create=speak)
     out = publish.check_run_output(run, reports, plan)
     client.update_check_run(
         owner, repo, context["check_run_id"], conclusion=out.conclusion, output=out.as_output()
     )
-    return {"review_id": review_id, "summary_comment_id": comment_id, "conclusion": out.conclusion}
+    _react(client, owner, repo, comment_id, "rocket")
+    return {"review_id": review_id, "summary_comment_id": summary_id, "conclusion": out.conclusion}
+
+
+# ---------------------------------------------------------------------------
+# Commands
+
+
+def _status_text(found: list[Job]) -> str:
+    if not found:
+        return "Nothing is queued or running for this pull request."
+    rows = ["| job | commit | state | modules | started by | detail |", "|---|---|---|---|---|---|"]
+    for j in found:
+        detail = j.detail.replace("|", "\\|") or "—"
+        rows.append(
+            f"| {j.id} | `{j.head_sha[:7]}` | {j.state} | {j.modules} | {j.reason} "
+            f"{'@' + j.requested_by if j.requested_by else ''} | {detail} |"
+        )
+    return "Kernelize jobs for this pull request:\n\n" + "\n".join(rows)
+
+
+def _cancel(app: Any, client: InstallationClient, owner: str, repo: str, number: int, sender: str) -> str:
+    """Cancel this pull request's queued and running jobs: their GPU tasks are revoked and whatever
+    they still report is discarded."""
+    with _sessions()() as session, session.begin():
+        found = jobs.pull_jobs(session, f"{owner}/{repo}", number)
+        for job in found:
+            job.state, job.detail = "cancelled", f"cancelled by @{sender}"
+            job.finished_at = job.finished_at or utcnow()
+        cancelled = [(j.id, list(j.task_ids or []), j.check_run_id) for j in found]
+    for _, task_ids, check_run_id in cancelled:
+        if task_ids:
+            app.control.revoke(task_ids)
+        if check_run_id is not None:
+            client.update_check_run(
+                owner,
+                repo,
+                check_run_id,
+                conclusion="cancelled",
+                output={"title": "Cancelled", "summary": f"Cancelled by @{sender} with `/kernelize cancel`."},
+            )
+    if not cancelled:
+        return "Nothing is queued or running for this pull request, so there was nothing to cancel."
+    return f"Cancelled {len(cancelled)} job(s): " + ", ".join(str(j) for j, _, _ in cancelled) + "."
+
+
+def handle_command(
+    app: Any,
+    installation_id: int,
+    owner: str,
+    repo: str,
+    number: int,
+    comment_id: int,
+    body: str,
+    sender: str = "",
+    **_: Any,
+) -> dict[str, Any]:
+    """Answer one ``/kernelize`` comment: 👀 when picked up, then a reply, a run, or 😕 with the reason."""
+    client = _client(installation_id)
+    try:
+        command = commands.parse(body, GENERATORS)
+    except commands.CommandError as exc:
+        client.react(owner, repo, comment_id, "confused")
+        client.comment(owner, repo, number, commands.help_text(GENERATORS, error=exc))
+        return {"error": exc.message}
+    if command is None:
+        return {"skipped": "no command"}
+    client.react(owner, repo, comment_id, "eyes")
+    if command.action == "help":
+        pull = client.pull(owner, repo, number)
+        try:
+            summary = _load_config(client, owner, repo, pull).summary()
+        except RepoConfigError as exc:
+            summary = f"**The config is not valid:** {exc}"
+        client.comment(owner, repo, number, commands.help_text(GENERATORS, config_summary=summary))
+        return {"action": "help"}
+    if command.action == "status":
+        with _sessions()() as session:
+            found = jobs.pull_jobs(session, f"{owner}/{repo}", number)
+            text = _status_text(found)
+        client.comment(owner, repo, number, text)
+        return {"action": "status", "jobs": len(found)}
+    if command.action == "stats":
+        text = "Suggestion tracking is not enabled on this server yet, so there are no statistics to show."
+        client.comment(owner, repo, number, text)
+        return {"action": "stats"}
+    if not _has_write(client, owner, repo, sender):
+        text = (
+            f"Sorry @{sender}, `/kernelize {command.action}` runs code on this repository's GPUs, so it "
+            "needs write, maintain or admin permission on the repository. A maintainer can start it for you."
+        )
+        client.react(owner, repo, comment_id, "confused")
+        client.comment(owner, repo, number, text)
+        return {"refused": sender}
+    if command.action == "cancel":
+        client.comment(owner, repo, number, _cancel(app, client, owner, repo, number, sender))
+        return {"action": "cancel"}
+    targets = [{"path": t.path, "class_name": t.class_name} for t in command.targets]
+    return plan_pull_request(
+        app,
+        installation_id,
+        owner,
+        repo,
+        number,
+        reason="command",
+        sender=sender,
+        targets=targets,
+        options=command.overrides(),
+        comment_id=comment_id,
+    )
+
+
+def record_installation(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+    with _sessions()() as session, session.begin():
+        row = jobs.record_installation(session, event, payload)
+        return {"installation": row.id if row else None}
 
 
 def register(app: Any) -> None:
     """Register the GitHub-side tasks on a Celery app."""
 
-    @app.task(name=PLAN_TASK, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+    @app.task(name=PLAN_TASK, shared=False, bind=True, acks_late=True, max_retries=None)  # type: ignore[untyped-decorator]
     def _plan(self: Any, **kwargs: Any) -> dict[str, Any]:
-        return plan_pull_request(self.app, **kwargs)
+        try:
+            return plan_pull_request(self.app, **kwargs)
+        except Deferred as wait:
+            raise self.retry(countdown=wait.countdown) from None
 
-    @app.task(name=PUBLISH_TASK, acks_late=True)  # type: ignore[untyped-decorator]
+    @app.task(name=COMMAND_TASK, shared=False, bind=True, acks_late=True, max_retries=None)  # type: ignore[untyped-decorator]
+    def _command(self: Any, **kwargs: Any) -> dict[str, Any]:
+        try:
+            return handle_command(self.app, **kwargs)
+        except Deferred as wait:
+            # The command's run waits for the installation's limits: retry the plan, not the command
+            # (its 👀 and any reply are already there).
+            plan = {k: kwargs[k] for k in ("installation_id", "owner", "repo", "number", "comment_id")}
+            self.app.send_task(
+                PLAN_TASK,
+                kwargs={
+                    **plan,
+                    "reason": "command",
+                    "sender": kwargs.get("sender", ""),
+                    **_command_run(kwargs),
+                },
+                countdown=wait.countdown,
+            )
+            return {"deferred": wait.countdown}
+
+    @app.task(name=INSTALLATION_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
+    def _installation(event: str, payload: dict[str, Any]) -> dict[str, Any]:
+        return record_installation(event, payload)
+
+    @app.task(name=PUBLISH_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
     def _publish(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
         return publish_pull_request(results, context)
+
+
+def _command_run(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The plan arguments of a run command (it parsed once already, so it parses again the same)."""
+    command = commands.parse(kwargs.get("body", ""), GENERATORS)
+    if command is None:
+        return {}
+    targets = [{"path": t.path, "class_name": t.class_name} for t in command.targets]
+    return {"targets": targets, "options": command.overrides()}

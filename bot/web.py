@@ -61,6 +61,8 @@ def create_app(
     broker_ok: Callable[[], bool] | None = None,
 ) -> FastAPI:
     sessions = session_factory or db.session_factory(db.make_engine(settings.database_url))
+    if settings.webhook_secret is None:
+        raise ValueError("the webhook server needs a webhook secret")
     secret = settings.webhook_secret.get_secret_value().encode()
     registry = CollectorRegistry()  # per app: tests build many apps in one process
     deliveries = Counter(

@@ -19,8 +19,12 @@ GITHUB_QUEUE, GPU_QUEUE = "github", "gpu"
 PLAN_TASK = "kernelize.plan_pull_request"
 PUBLISH_TASK = "kernelize.publish_pull_request"
 KERNELIZE_TASK = "kernelize.kernelize_module"
+COMMAND_TASK = "kernelize.command"
+INSTALLATION_TASK = "kernelize.installation"
 TASK_ROUTES = {
     PLAN_TASK: {"queue": GITHUB_QUEUE},
+    COMMAND_TASK: {"queue": GITHUB_QUEUE},
+    INSTALLATION_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_TASK: {"queue": GITHUB_QUEUE},
     KERNELIZE_TASK: {"queue": GPU_QUEUE},
 }

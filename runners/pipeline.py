@@ -48,6 +48,8 @@ class Settings:
     # Suggest (and so verify) each candidate with the original computation kept for non-CUDA inputs,
     # run in the original file's namespace, as it will live there once applied.
     eager_path: bool = True
+    dtype: str | None = None  # check in this dtype (floating parameters and inputs cast), else as built
+    tolerance: dict[str, list[float]] | None = None  # tighter bounds by dtype key (never looser)
 
 
 def _quiet(_: str) -> None:
@@ -132,7 +134,7 @@ def kernelize(
         report.init_args = [s.get("value", s.get("tensor")) for s in build["init_args"]]
         report.init_kwargs = {k: s.get("value", s.get("tensor")) for k, s in build["init_kwargs"].items()}
         report.inputs = [
-            TensorInfo(list(s["tensor"]["shape"]), s["tensor"]["dtype"])
+            TensorInfo(list(s["tensor"]["shape"]), _checked_dtype(s["tensor"]["dtype"], settings.dtype))
             for s in build["inputs"]
             if "tensor" in s
         ]
@@ -163,6 +165,10 @@ def kernelize(
     return report
 
 
+def _checked_dtype(built: str, wanted: str | None) -> str:
+    return wanted if wanted and built.startswith(("float", "bfloat")) else built
+
+
 def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
     entry = problem.config_entry
     req = {
@@ -171,6 +177,7 @@ def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[
         "root": problem.root,
         "class_name": problem.class_name,
         "config_entry": entry.__dict__ if isinstance(entry, ModuleEntry) else None,
+        "dtype": settings.dtype,
     }
     res = sandbox.run(
         "runners.verify:prepare",
@@ -268,6 +275,8 @@ def evaluate_candidate(
             "compile": settings.compile_baseline,
             "in_module": settings.eager_path,
             "generated": cand.generated,
+            "dtype": settings.dtype,
+            "tolerance": settings.tolerance,
         }
         res = sandbox.run(
             "runners.verify:evaluate",

@@ -67,6 +67,8 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
         timeout_s=float(request.get("timeout_s", 300)),
         min_speedup=float(request.get("min_speedup", 1.05)),
         samples=int(request.get("samples", 4)),
+        dtype=(request.get("dtypes") or [None])[0],
+        tolerance=request.get("tolerance"),
     )
     with tempfile.TemporaryDirectory(prefix="kernelize-bundle-") as tmp:
         root = Path(tmp)
@@ -96,4 +98,6 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
 
 def register(app: Any) -> Any:
     """Register the task on a Celery app (late acks: a worker that dies mid-task gets it redelivered)."""
-    return app.task(name=KERNELIZE_MODULE, acks_late=True, reject_on_worker_lost=True)(kernelize_module)
+    return app.task(name=KERNELIZE_MODULE, shared=False, acks_late=True, reject_on_worker_lost=True)(
+        kernelize_module
+    )

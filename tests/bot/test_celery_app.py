@@ -14,8 +14,10 @@ from typing import Any
 import pytest
 
 from runners.celery_app import (
+    COMMAND_TASK,
     GITHUB_QUEUE,
     GPU_QUEUE,
+    INSTALLATION_TASK,
     KERNELIZE_TASK,
     PLAN_TASK,
     PUBLISH_TASK,
@@ -33,6 +35,8 @@ def test_configuration() -> None:
     assert [q.name for q in conf.task_queues] == [GITHUB_QUEUE, GPU_QUEUE]
     assert conf.task_routes == {
         PLAN_TASK: {"queue": "github"},
+        COMMAND_TASK: {"queue": "github"},
+        INSTALLATION_TASK: {"queue": "github"},
         PUBLISH_TASK: {"queue": "github"},
         KERNELIZE_TASK: {"queue": "gpu"},
     }

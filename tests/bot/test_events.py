@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import PLAN_TASK, decide
+from bot.events import COMMAND_TASK, INSTALLATION_TASK, PLAN_TASK, decide
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "github-webhooks" / "payload-examples"
 
@@ -44,6 +44,7 @@ def test_pull_request_actions_plan_a_run(name):
         "head_sha": data["pull_request"]["head"]["sha"],
         "reason": f"pull_request.{data['action']}",
         "sender": data["sender"]["login"],
+        "draft": False,
     }
 
 
@@ -51,7 +52,6 @@ def test_pull_request_actions_plan_a_run(name):
     "name",
     [
         "pull_request/closed.payload.json",
-        "pull_request/labeled.payload.json",
         "pull_request/assigned.payload.json",
     ],
 )
@@ -59,11 +59,22 @@ def test_other_pull_request_actions_do_nothing(name):
     assert decide("pull_request", payload(name)) is None
 
 
-def test_drafts_are_skipped_unless_configured():
+def test_a_label_may_start_a_run_and_the_task_checks_which():
+    data = payload("pull_request/labeled.payload.json")
+    data["sender"]["type"] = "User"
+    data["pull_request"]["state"] = "open"
+    job = decide("pull_request", data)
+    assert job is not None and job["reason"] == "pull_request.labeled"
+    assert job["label"] == data["label"]["name"]
+
+
+def test_drafts_are_marked_for_the_repository_config_to_decide():
     data = payload("pull_request/opened.payload.json")
     data["pull_request"]["draft"] = True
-    assert decide("pull_request", data) is None
-    assert decide("pull_request", data, drafts=True) is not None
+    job = decide("pull_request", data)
+    assert job is not None and job["draft"] is True
+    job = decide("pull_request", data, drafts=True)
+    assert job is not None and job["draft"] is False
 
 
 def test_bots_never_trigger_work():
@@ -99,13 +110,61 @@ def test_check_run_requested_action_carries_the_identifier():
     assert job is not None and job["requested_action"] == data["requested_action"]["identifier"]
 
 
+def _comment_payload(body: str = "/kernelize", action: str = "created") -> dict:
+    data = payload(f"issue_comment/{action}.payload.json")
+    data["issue"]["pull_request"] = {"url": "https://api.github.com/repos/o/r/pulls/1"}
+    data["comment"]["body"] = body
+    data["sender"]["type"] = "User"
+    return data
+
+
+def test_a_command_comment_on_a_pull_request_becomes_a_command_job():
+    data = _comment_payload("LGTM\n/kernelize --samples 2")
+    job = decide("issue_comment", data)
+    owner, repo = data["repository"]["full_name"].split("/")
+    assert job == {
+        "task": COMMAND_TASK,
+        "installation_id": data["installation"]["id"],
+        "owner": owner,
+        "repo": repo,
+        "sender": data["sender"]["login"],
+        "number": data["issue"]["number"],
+        "comment_id": data["comment"]["id"],
+        "body": "LGTM\n/kernelize --samples 2",
+    }
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda d: d["issue"].pop("pull_request"),  # a plain issue
+        lambda d: d["comment"].update(body="nice work"),  # no command word
+        lambda d: d.update(action="edited"),  # edits never run anything
+        lambda d: d.update(action="deleted"),
+        lambda d: d["sender"].update(type="Bot", login="kernelize[bot]"),  # bots, ourselves included
+    ],
+)
+def test_comments_that_are_not_commands_do_nothing(change):
+    data = _comment_payload()
+    change(data)
+    assert decide("issue_comment", data) is None
+
+
 @pytest.mark.parametrize(
     ("event", "name"),
     [
-        ("issue_comment", "issue_comment/created.payload.json"),
-        ("ping", "ping/payload.json"),
         ("installation", "installation/created.payload.json"),
+        ("installation", "installation/deleted.payload.json"),
+        ("installation_repositories", "installation_repositories/added.payload.json"),
     ],
 )
-def test_events_with_no_work_yet(event, name):
-    assert decide(event, copy.deepcopy(payload(name))) is None
+def test_installation_events_are_recorded_whoever_sends_them(event, name):
+    data = copy.deepcopy(payload(name))
+    job = decide(event, data)
+    assert job is not None and job["task"] == INSTALLATION_TASK and job["event"] == event
+    assert job["payload"]["installation"]["id"] == data["installation"]["id"]
+    assert set(job["payload"]["installation"]) <= {"id", "account", "repository_selection"}
+
+
+def test_ping_needs_no_job():
+    assert decide("ping", payload("ping/payload.json")) is None

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 
 from bot import tasks
+from bot.repo_config import load_repo_config
 from tests.fake_github import FakeGitHub, added_file_patch, fake_sha
 
 SOURCE = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
@@ -87,9 +88,20 @@ def test_who_may_run(gh: FakeGitHub) -> None:
         ("NONE", "someone", "check_run.requested_action", "maint", True),
         ("MEMBER", "someone", "check_run.rerequested", "", False),  # a re-run needs a known sender
     ]
+    config = load_repo_config(None)
     for association, author, reason, sender, expected in cases:
         pull = type("Pull", (), {"author_association": association, "author_login": author})()
-        assert tasks._may_run(client, "octo", "models", pull, reason, sender) is expected, (
+        assert tasks._may_run(client, "octo", "models", pull, reason, sender, config) is expected, (
             association,
             reason,
         )
+    # The repository may trust more associations, or fewer.
+    pull = type("Pull", (), {"author_association": "CONTRIBUTOR", "author_login": "someone"})()
+    wider = load_repo_config("trust:\n  associations: [OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR]\n")
+    assert tasks._may_run(client, "octo", "models", pull, "pull_request.opened", "", wider) is True
+    owner_only = load_repo_config("trust:\n  associations: [OWNER]\n")
+    pull = type("Pull", (), {"author_association": "MEMBER", "author_login": "someone"})()
+    assert tasks._may_run(client, "octo", "models", pull, "pull_request.opened", "", owner_only) is False
+    # A command or a label counts who gave it, not who wrote the pull request.
+    assert tasks._may_run(client, "octo", "models", pull, "command", "writer", owner_only) is True
+    assert tasks._may_run(client, "octo", "models", pull, "pull_request.labeled", "someone", wider) is False

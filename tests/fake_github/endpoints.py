@@ -82,6 +82,12 @@ ROUTES: dict[tuple[str, str], Route] = {
         "create_review", "repo", _PR_W, write=True
     ),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"): _r("get_review", "repo", _PR_R),
+    ("PUT", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}"): _r(
+        "update_review", "repo", _PR_W, write=True
+    ),
+    ("PATCH", "/repos/{owner}/{repo}/pulls/comments/{comment_id}"): _r(
+        "edit_review_comment", "repo", _PR_W, write=True
+    ),
     ("GET", "/repos/{owner}/{repo}/pulls/{pull_number}/reviews/{review_id}/comments"): _r(
         "list_review_comments_of_review", "repo", _PR_R
     ),
@@ -548,6 +554,38 @@ class Endpoints:
 
     def _h_get_review(self, ctx: Ctx, route: Route) -> Reply:
         return Reply(200, self._render().review(self._review(ctx, route)))
+
+    def _h_update_review(self, ctx: Ctx, route: Route) -> Reply:
+        review = self._review(ctx, route)
+        if self._actor_user(ctx.actor) is not review.user:
+            raise HTTPError(403, "Resource not accessible by integration")
+        text = ctx.json["body"]
+        self._check_comment_body(text)
+        review.body = text
+        return Reply(200, self._render().review(review))
+
+    def _h_edit_review_comment(self, ctx: Ctx, route: Route) -> Reply:
+        repo = self._repo(ctx, route)
+        wanted = int(ctx.params["comment_id"])
+        found = [
+            c
+            for key, reviews in self.reviews.items()
+            if key[:2] == repo.key
+            for r in reviews
+            if r.state != "PENDING"
+            for c in r.comments
+            if c.id == wanted
+        ]
+        if not found:
+            raise HTTPError(404, "Not Found")
+        c = found[0]
+        if self._actor_user(ctx.actor) is not c.user:
+            raise HTTPError(403, "Resource not accessible by integration")
+        text = ctx.json["body"]
+        self._check_comment_body(text)
+        c.body = text
+        c.updated_at = utc_now()
+        return Reply(200, self._render().review_comment(c, self.reactions.get(("review_comment", c.id), [])))
 
     def _h_list_review_comments_of_review(self, ctx: Ctx, route: Route) -> Reply:
         review = self._review(ctx, route)

@@ -348,3 +348,14 @@ def test_tamper_canary_catches_a_blinded_comparison():
             verify.comparison_still_works("cpu")
     finally:
         del torch.Tensor.abs
+
+
+def test_torch_compiles_own_patching_is_not_blamed_on_the_candidate():
+    """torch.compile's first call wraps nn.Module.__init__; settling that before the snapshot keeps
+    the compile baseline from reading as the candidate monkey-patching torch."""
+    from torch._dynamo.mutation_guard import install_generation_tagging_init
+
+    verify.settle_torch_patches()
+    before = verify.snapshot()
+    install_generation_tagging_init()  # what the compile baseline's first call does
+    assert verify.patched_since(before) is None

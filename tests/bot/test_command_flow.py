@@ -1,0 +1,388 @@
+"""``/kernelize`` commands, trust and the repository config, driven through the webhook endpoint.
+
+The real octokit ``issue_comment`` payloads (with ``issue.pull_request`` added, which the examples
+lack) are adopted by the fake GitHub, signed and POSTed to the FastAPI app; jobs run through a real
+Celery app in eager mode (the engine in its sandboxes, on CPU, with the ``files`` generator), so a
+command's reply, reactions, check run and review land in the fake GitHub before the POST returns.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import hmac
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from bot import db, events, tasks
+from bot.models import Installation, Job
+from bot.settings import load_settings
+from bot.web import create_app
+from runners import tasks as runner_tasks
+from runners.celery_app import make_celery
+from tests.fake_github import FakeGitHub, added_file_patch, fake_sha
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "tests/fixtures/github-webhooks/payload-examples"
+SECRET = "command-flow-secret-5b7e21c9d4"
+SOURCE = (ROOT / "tests/problems/layers.py").read_text()
+OWNER, REPO, NUMBER, INSTALLATION = "octo", "models", 5, 4242
+HEAD, BASE = fake_sha("head", 5), fake_sha("base", 5)
+
+
+class World:
+    def __init__(self, fake: FakeGitHub, client: TestClient, sessions: Any, drain: Any) -> None:
+        self.fake, self.client, self.sessions, self.drain = fake, client, sessions, drain
+        self.deliveries = 0
+
+    def post(self, event: str, payload: dict[str, Any]) -> Any:
+        self.deliveries += 1
+        body = json.dumps(payload).encode()
+        headers = {
+            "X-GitHub-Event": event,
+            "X-GitHub-Delivery": f"delivery-{self.deliveries}",
+            "X-Hub-Signature-256": "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest(),
+            "Content-Type": "application/json",
+        }
+        response = self.client.post("/webhook", content=body, headers=headers)
+        self.drain()
+        return response
+
+    def comment(self, body: str, login: str = "maintainer", *, action: str = "created") -> Any:
+        """The octokit comment payload, as ``login`` commenting ``body`` on the pull request."""
+        payload = json.loads((EXAMPLES / f"issue_comment/{action}.payload.json").read_text())
+        made = self.fake.add_issue_comment(OWNER, REPO, NUMBER, login, body)
+        payload["repository"]["full_name"] = f"{OWNER}/{REPO}"
+        payload["repository"]["name"], payload["repository"]["owner"]["login"] = REPO, OWNER
+        payload["installation"] = {"id": INSTALLATION, "node_id": "x"}
+        payload["issue"]["number"] = NUMBER
+        payload["issue"]["pull_request"] = {
+            "url": f"https://api.github.com/repos/{OWNER}/{REPO}/pulls/{NUMBER}"
+        }
+        payload["comment"].update(id=made.id, body=body)
+        payload["sender"].update(login=login, type="User")
+        response = self.post("issue_comment", payload)
+        assert response.status_code == 202, response.text
+        return made
+
+    def replies(self) -> list[str]:
+        me = "kernelize[bot]"
+        return [c.body for c in self.fake.issue_comments[(OWNER, REPO, NUMBER)] if c.user.login == me]
+
+    def reactions(self, comment_id: int) -> list[str]:
+        return [r.content for r in self.fake.reactions[("issue_comment", comment_id)]]
+
+    def checks(self) -> list[Any]:
+        return list(self.fake.check_runs[(OWNER, REPO)])
+
+    def reviews(self) -> list[Any]:
+        return list(self.fake.reviews.get((OWNER, REPO, NUMBER), []))
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[World]:
+    with FakeGitHub() as fake:
+        creds = fake.configure_app()
+        fake.add_repo(OWNER, REPO)
+        fake.add_installation(INSTALLATION, OWNER, [REPO])
+        files = [
+            {
+                "filename": "models/layers.py",
+                "status": "added",
+                "patch": added_file_patch(SOURCE.splitlines()),
+            }
+        ]
+        fake.add_pull(OWNER, REPO, NUMBER, HEAD, BASE, "author", files, author_association="CONTRIBUTOR")
+        fake.set_file(OWNER, REPO, HEAD, "models/layers.py", SOURCE)
+        fake.set_permission(OWNER, REPO, "maintainer", "write")
+        fake.set_permission(OWNER, REPO, "reader", "read")
+        env = {
+            "KERNELIZE_WEBHOOK_SECRET": SECRET,
+            "KERNELIZE_GITHUB_APP_ID": str(creds.app_id),
+            "KERNELIZE_GITHUB_PRIVATE_KEY": creds.private_pem,
+            "KERNELIZE_GITHUB_API_URL": fake.base_url,
+            "KERNELIZE_DATABASE_URL": f"sqlite:///{tmp_path / 'kz.db'}",
+            "KERNELIZE_GENERATORS": "files",
+            "KERNELIZE_SECONDS_BETWEEN_WRITES": "0",
+            "KERNELIZE_CANDIDATE_TIMEOUT_S": "120",
+            "KERNELIZE_CANDIDATES_DIR": str(ROOT / "tests/candidates/layers"),
+            "TRITON_INTERPRET": "1",
+        }
+        for key, value in env.items():
+            monkeypatch.setenv(key, value)
+        for cached in (tasks._settings, tasks._app, tasks._sessions):
+            cached.cache_clear()
+        settings = load_settings()
+        celery = make_celery("memory://", "cache+memory://")
+        celery.conf.task_always_eager = True
+        celery.conf.task_eager_propagates = True
+        tasks.register(celery)
+        runner_tasks.register(celery)
+
+        pending: list[tuple[str, dict[str, Any], str]] = []
+
+        def enqueue(job: dict[str, Any], delivery_id: str) -> str:
+            # Queued now, run when the delivery's transaction is over (as a worker would).
+            pending.append((job["task"], {k: v for k, v in job.items() if k != "task"}, delivery_id))
+            return delivery_id
+
+        def drain() -> None:
+            while pending:
+                name, kwargs, task_id = pending.pop(0)
+                celery.tasks[name].apply(kwargs=kwargs, task_id=task_id, throw=True)
+
+        engine = db.make_engine(settings.database_url)
+        db.create_schema(engine)
+        sessions = db.session_factory(engine)
+        app = create_app(
+            settings,
+            decide=lambda e, p: events.decide(e, p, app_id=creds.app_id),
+            enqueue=enqueue,
+            session_factory=sessions,
+            broker_ok=lambda: True,
+        )
+        with TestClient(app) as client:
+            yield World(fake, client, sessions, drain)
+        for cached in (tasks._settings, tasks._app, tasks._sessions):
+            cached.cache_clear()
+        fake.assert_clean()
+
+
+def test_help_replies_with_the_grammar_and_the_config(world: World) -> None:
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "samples: 3\n")
+    c = world.comment("/kernelize help", login="reader")  # help runs nothing: anyone may ask
+    [reply] = world.replies()
+    assert "--samples" in reply and "--generator" in reply and "files" in reply
+    assert "3" in reply.split("Current configuration", 1)[1]
+    assert world.reactions(c.id) == ["eyes"]
+    assert not world.checks()
+
+
+def test_an_unknown_option_gets_the_help_with_the_word_pointed_out(world: World) -> None:
+    c = world.comment("/kernelize --sampels 2")
+    [reply] = world.replies()
+    assert "`--sampels`" in reply and "--samples" in reply
+    assert world.reactions(c.id) == ["confused"]
+    assert not world.checks()
+
+
+def test_a_reader_may_not_run_code(world: World) -> None:
+    c = world.comment("/kernelize", login="reader")
+    [reply] = world.replies()
+    assert "@reader" in reply and "write, maintain or admin" in reply
+    assert world.reactions(c.id) == ["eyes", "confused"]
+    assert not world.checks() and not world.reviews()
+
+
+def test_edits_plain_issues_and_bots_are_ignored(world: World) -> None:
+    payload = json.loads((EXAMPLES / "issue_comment/edited.payload.json").read_text())
+    payload["issue"]["pull_request"] = {"url": "x"}
+    payload["comment"]["body"] = "/kernelize"
+    payload["installation"] = {"id": INSTALLATION}
+    assert world.post("issue_comment", payload).json()["status"] == "ignored"
+    created = json.loads((EXAMPLES / "issue_comment/created.payload.json").read_text())
+    created["comment"]["body"] = "/kernelize"
+    created["installation"] = {"id": INSTALLATION}
+    assert world.post("issue_comment", copy.deepcopy(created)).json()["status"] == "ignored"  # an issue
+    created["issue"]["pull_request"] = {"url": "x"}
+    created["sender"].update(type="Bot", login="kernelize[bot]")
+    assert world.post("issue_comment", created).json()["status"] == "ignored"
+    assert not world.replies()
+
+
+def test_an_invalid_config_fails_the_check_and_runs_nothing(world: World) -> None:
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "samples: 99\n")
+    c = world.comment("/kernelize")
+    [check] = world.checks()
+    assert check.conclusion == "failure" and ".github/kernelize.yml" in check.output["title"]
+    assert "samples" in check.output["summary"]
+    assert world.reactions(c.id) == ["eyes", "confused"]
+    assert not world.reviews()
+
+
+def test_the_config_comes_from_the_default_branch_not_the_pull_request(world: World) -> None:
+    world.fake.set_file(OWNER, REPO, HEAD, ".github/kernelize.yml", "enabled: false\n")  # the PR's own
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "paths:\n  exclude: ['models/**']\n")
+    world.comment("/kernelize")
+    assert "No `nn.Module` class" in world.replies()[-1]
+    assert not world.checks()
+
+
+def test_a_maintainer_runs_one_target_with_options(world: World) -> None:
+    c = world.comment("/kernelize models/layers.py::RMSNorm --samples 2 --min-speedup 1.2")
+    [check] = world.checks()
+    assert check.status == "completed" and check.conclusion == "success", check.output["summary"]
+    [review] = world.reviews()
+    [suggestion] = review.comments
+    assert "```suggestion" in suggestion.body and "_forward_eager" in suggestion.body
+    summary = next(b for b in world.replies() if "kernelize:summary" in b)
+    assert "RMSNorm" in summary and "GatedMLP" not in summary  # the target only
+    assert world.reactions(c.id) == ["eyes", "rocket"]
+    with world.sessions() as session:
+        [job] = session.query(Job).all()
+        assert (job.state, job.reason, job.requested_by, job.modules) == ("done", "command", "maintainer", 1)
+
+
+def test_status_and_cancel(world: World) -> None:
+    with world.sessions() as session, session.begin():
+        session.add(
+            Job(
+                key="k",
+                installation_id=INSTALLATION,
+                repository=f"{OWNER}/{REPO}",
+                pull_number=NUMBER,
+                head_sha=HEAD,
+                reason="command",
+                requested_by="maintainer",
+                state="running",
+                modules=2,
+                task_ids=["gpu-task-1"],
+            )
+        )
+    world.comment("/kernelize status", login="reader")
+    assert "running" in world.replies()[-1] and HEAD[:7] in world.replies()[-1]
+    world.comment("/kernelize cancel", login="reader")
+    assert "write, maintain or admin" in world.replies()[-1]
+    world.comment("/kernelize cancel")
+    assert world.replies()[-1].startswith("Cancelled 1 job")
+    with world.sessions() as session:
+        [job] = session.query(Job).all()
+        assert job.state == "cancelled" and "maintainer" in job.detail
+    world.comment("/kernelize status")
+    assert "Nothing is queued or running" in world.replies()[-1]
+
+
+def test_limits_make_a_run_wait_with_a_message(world: World, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNELIZE_MAX_CONCURRENT_JOBS", "1")
+    tasks._settings.cache_clear()
+    with world.sessions() as session, session.begin():
+        other = Job(
+            key="other",
+            installation_id=INSTALLATION,
+            repository=f"{OWNER}/other",
+            pull_number=1,
+            head_sha=HEAD,
+            reason="pull_request.opened",
+            state="running",
+        )
+        session.add(other)
+    with pytest.raises(tasks.Deferred) as waited:
+        tasks.plan_pull_request(
+            None, INSTALLATION, OWNER, REPO, NUMBER, reason="command", sender="maintainer"
+        )
+    assert waited.value.countdown == tasks.WAIT_RETRY_S
+    [check] = world.checks()
+    assert check.status == "queued" and "limit 1" in check.output["summary"]
+    with world.sessions() as session:
+        mine = session.query(Job).filter(Job.repository == f"{OWNER}/{REPO}").one()
+        assert mine.state == "queued" and "limit 1" in mine.detail
+
+
+def test_installation_events_are_kept(world: World) -> None:
+    created = json.loads((EXAMPLES / "installation/created.payload.json").read_text())
+    assert world.post("installation", created).status_code == 202
+    added = json.loads((EXAMPLES / "installation_repositories/added.payload.json").read_text())
+    added["installation"]["id"] = created["installation"]["id"]
+    assert world.post("installation_repositories", added).status_code == 202
+    deleted = json.loads((EXAMPLES / "installation/deleted.payload.json").read_text())
+    deleted["installation"]["id"] = created["installation"]["id"]
+    assert world.post("installation", deleted).status_code == 202
+    with world.sessions() as session:
+        row = session.get(Installation, created["installation"]["id"])
+        assert row is not None and row.deleted
+        assert row.account == deleted["installation"]["account"]["login"]  # the latest word
+        names = {r["full_name"] for r in created["repositories"]} | {
+            r["full_name"] for r in added["repositories_added"]
+        }
+        assert set(row.repositories) == names
+
+
+def test_a_new_push_marks_the_earlier_suggestions_outdated(world: World) -> None:
+    world.comment("/kernelize models/layers.py::RMSNorm")
+    [old] = world.reviews()
+    assert "```suggestion" in old.comments[0].body
+    new_head = fake_sha("head", 6)
+    edited = SOURCE.replace("return x\n", "return x  # unchanged behaviour\n")
+    patch = added_file_patch(edited.splitlines())
+    world.fake.push(
+        OWNER, REPO, NUMBER, new_head, [{"filename": "models/layers.py", "status": "added", "patch": patch}]
+    )
+    world.fake.set_file(OWNER, REPO, new_head, "models/layers.py", edited)
+    world.comment("/kernelize models/layers.py::RMSNorm")
+    old_review, new_review = world.reviews()
+    assert old_review.id == old.id and new_review.commit_id == new_head
+    assert old_review.body.startswith("**Outdated:**") and new_head[:7] in old_review.body
+    assert "```suggestion" not in old_review.comments[0].body  # nothing stale left to apply
+    assert "```suggestion" in new_review.comments[0].body
+    # Marking is done once: a third run leaves the outdated review as it is.
+    world.comment("/kernelize models/layers.py::RMSNorm")
+    assert world.reviews()[0].body == old_review.body
+
+
+@pytest.mark.parametrize(
+    ("role", "allowed"),
+    [
+        ("admin", True),
+        ("maintain", True),
+        ("write", True),
+        ("triage", False),
+        ("read", False),
+        ("none", False),
+    ],
+)
+def test_each_permission_level(world: World, role: str, allowed: bool) -> None:
+    world.fake.set_permission(OWNER, REPO, "someone", role)
+    c = world.comment("/kernelize cancel", login="someone")
+    reply = world.replies()[-1]
+    if allowed:
+        assert reply.startswith("Nothing is queued or running") and world.reactions(c.id) == ["eyes"]
+    else:
+        assert "write, maintain or admin" in reply and world.reactions(c.id) == ["eyes", "confused"]
+
+
+def test_a_label_starts_a_run_only_when_configured_and_added_by_a_maintainer(world: World) -> None:
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "trust:\n  label: kernelize\n")
+    other = tasks.plan_pull_request(
+        None,
+        INSTALLATION,
+        OWNER,
+        REPO,
+        NUMBER,
+        HEAD,
+        reason="pull_request.labeled",
+        sender="maintainer",
+        label="bug",
+    )
+    assert "not the configured trust label" in other["skipped"]
+    stranger = tasks.plan_pull_request(
+        None,
+        INSTALLATION,
+        OWNER,
+        REPO,
+        NUMBER,
+        HEAD,
+        reason="pull_request.labeled",
+        sender="reader",
+        label="kernelize",
+    )
+    assert stranger["skipped"].startswith("waiting for a maintainer")
+    [check] = world.checks()
+    assert check.conclusion == "action_required" and "`kernelize` label" in check.output["summary"]
+
+
+def test_auto_run_off_and_drafts(world: World) -> None:
+    world.fake.set_permission(OWNER, REPO, "author", "write")
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "auto_run: false\n")
+    off = tasks.plan_pull_request(None, INSTALLATION, OWNER, REPO, NUMBER, HEAD, reason="pull_request.opened")
+    assert off == {"skipped": "auto_run is off; waiting for /kernelize"}
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "enabled: true\n")
+    draft = tasks.plan_pull_request(
+        None, INSTALLATION, OWNER, REPO, NUMBER, HEAD, reason="pull_request.opened", draft=True
+    )
+    assert draft == {"skipped": "draft pull request"}
+    assert not world.checks()
