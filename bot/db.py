@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, create_engine, event, select
@@ -10,7 +11,7 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from bot.models import Base, Delivery, Outcome
+from bot.models import Delivery, Outcome
 
 # psycopg 3 is the driver we ship; a bare postgresql:// would make SQLAlchemy look for psycopg2.
 _PG_ALIASES = ("postgresql", "postgres")
@@ -66,9 +67,42 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+MIGRATIONS = Path(__file__).resolve().parent / "migrations"
+_MIGRATION_LOCK = 0x6B7A  # a PostgreSQL advisory lock id: one process migrates at a time
+
+
+def alembic_config() -> Any:
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS))
+    return config
+
+
+def migrate(engine: Engine, revision: str = "head") -> None:
+    """Bring the schema to ``revision`` with the Alembic migrations (web and workers call this at start)."""
+    from alembic import command
+
+    config = alembic_config()
+    with engine.begin() as conn:
+        if conn.dialect.name == "postgresql":
+            conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({_MIGRATION_LOCK})")
+        config.attributes["connection"] = conn
+        command.upgrade(config, revision)
+
+
+def downgrade(engine: Engine, revision: str) -> None:
+    from alembic import command
+
+    config = alembic_config()
+    with engine.begin() as conn:
+        config.attributes["connection"] = conn
+        command.downgrade(config, revision)
+
+
 def create_schema(engine: Engine) -> None:
-    """Create missing tables. Alembic migrations replace this once the schema first changes."""
-    Base.metadata.create_all(engine)
+    """The schema at the newest migration."""
+    migrate(engine)
 
 
 def record_delivery(

@@ -11,6 +11,7 @@ from typing import Any
 PLAN_TASK = "kernelize.plan_pull_request"
 COMMAND_TASK = "kernelize.command"
 INSTALLATION_TASK = "kernelize.installation"
+TRACK_TASK = "kernelize.track"
 PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review", "labeled"})
 INSTALLATION_EVENTS = frozenset({"installation", "installation_repositories"})
 COMMAND_WORD = "/kernelize"
@@ -46,8 +47,6 @@ def decide(
     """
     if event in INSTALLATION_EVENTS:  # bookkeeping, whoever sent it
         return _installation_event(event, payload)
-    if _from_bot(payload):
-        return None  # bots, this app included, never trigger work
     repo, installation = _repo(payload), _installation(payload)
     if repo is None or installation is None:
         return None
@@ -59,18 +58,31 @@ def decide(
         "repo": repo[1],
         "sender": sender,
     }
+    if _from_bot(payload):
+        # Bots, this app included, never start work; what they do to suggestions is still tracked
+        # (a merge queue merges, a bot rebases).
+        return _tracking_only(event, payload, base)
     if event == "pull_request":
         return _pull_request(payload, base, drafts)
     if event == "check_run":
         return _check_run(payload, base, app_id)
     if event == "issue_comment":
         return _issue_comment(payload, base)
+    if event == "pull_request_review_thread":
+        return _thread(payload, base)
     return None
 
 
 def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | None:
     """Drafts pass only with ``drafts``; the repository config (read by the task) may allow them too."""
     action, pr = payload.get("action"), payload.get("pull_request") or {}
+    if action == "closed" and "number" in pr:  # what became of its suggestions
+        return {
+            **{**base, "task": TRACK_TASK},
+            "number": int(pr["number"]),
+            "change": "closed",
+            "merged": bool(pr.get("merged")),
+        }
     if action not in PR_ACTIONS or pr.get("state", "open") != "open":
         return None
     head = pr.get("head") or {}
@@ -86,6 +98,33 @@ def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | Non
     if action == "labeled":
         job["label"] = str((payload.get("label") or {}).get("name", ""))
     return job
+
+
+def _tracking_only(event: str, payload: dict[str, Any], base: Job) -> Job | None:
+    if event == "pull_request_review_thread":
+        return _thread(payload, base)
+    if event != "pull_request":
+        return None
+    action, pr = payload.get("action"), payload.get("pull_request") or {}
+    if action == "closed":
+        return _pull_request(payload, base, drafts=False)
+    if action == "synchronize" and "number" in pr and "sha" in (pr.get("head") or {}):
+        job = {**base, "task": TRACK_TASK, "number": int(pr["number"]), "change": "push"}
+        return {**job, "head_sha": pr["head"]["sha"]}
+    return None
+
+
+def _thread(payload: dict[str, Any], base: Job) -> Job | None:
+    pr, thread = payload.get("pull_request") or {}, payload.get("thread") or {}
+    if payload.get("action") != "resolved" or "number" not in pr:
+        return None
+    ids = [int(c["id"]) for c in thread.get("comments") or [] if "id" in c]
+    return {
+        **{**base, "task": TRACK_TASK},
+        "number": int(pr["number"]),
+        "change": "thread_resolved",
+        "comment_ids": ids,
+    }
 
 
 def _issue_comment(payload: dict[str, Any], base: Job) -> Job | None:

@@ -98,6 +98,7 @@ class PullInfo:
     is_fork: bool
     default_branch: str = "main"  # the base repository's: where its config is read from
     state: str = "open"
+    private: bool = True
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,20 @@ class ReviewInfo:
     id: int
     body: str
     commit_id: str
+
+
+@dataclass(frozen=True)
+class LineComment:
+    id: int
+    body: str
+    html_url: str
+
+
+@dataclass(frozen=True)
+class CommitInfo:
+    sha: str
+    author_login: str | None  # the GitHub user, when the commit's email maps to one
+    message: str
 
 
 @dataclass(frozen=True)
@@ -363,6 +378,7 @@ class InstallationClient:
                 is_fork=head_name is None or head_name != base_repo.full_name,
                 default_branch=base_repo.default_branch or "main",
                 state=pr.state or "open",
+                private=bool(base_repo.private),
             )
 
     def pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
@@ -553,17 +569,41 @@ class InstallationClient:
                 if r.user is not None and r.user.login == me
             ]
 
-    def review_comments(self, owner: str, repo: str, number: int, review_id: int) -> list[tuple[int, str]]:
-        """``(id, body)`` of each line comment of one review."""
+    def review_comments(self, owner: str, repo: str, number: int, review_id: int) -> list[LineComment]:
+        """The line comments of one review."""
         path = f"/repos/{owner}/{repo}/pulls/{number}/reviews/{review_id}/comments"
         with self._call("GET", path):
             page = 1
-            out: list[tuple[int, str]] = []
+            out: list[LineComment] = []
             while True:
                 _, data = self._gh.requester.requestJsonAndCheck(
                     "GET", path, parameters={"per_page": 100, "page": page}
                 )
-                out.extend((int(c["id"]), str(c.get("body") or "")) for c in data)
+                out.extend(
+                    LineComment(int(c["id"]), str(c.get("body") or ""), str(c.get("html_url") or ""))
+                    for c in data
+                )
+                if len(data) < 100:
+                    return out
+                page += 1
+
+    def commit(self, owner: str, repo: str, sha: str) -> CommitInfo:
+        path = f"/repos/{owner}/{repo}/commits/{sha}"
+        with self._call("GET", path):
+            c = self._repo(owner, repo).get_commit(sha)
+            return CommitInfo(c.sha, c.author.login if c.author is not None else None, c.commit.message or "")
+
+    def review_comment_reactions(self, owner: str, repo: str, comment_id: int) -> list[str]:
+        """The reactions (``+1``, ``-1``, …) on one line comment."""
+        path = f"/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"
+        with self._call("GET", path):
+            out: list[str] = []
+            page = 1
+            while True:
+                _, data = self._gh.requester.requestJsonAndCheck(
+                    "GET", path, parameters={"per_page": 100, "page": page}
+                )
+                out.extend(str(r.get("content")) for r in data)
                 if len(data) < 100:
                     return out
                 page += 1
@@ -605,3 +645,69 @@ class InstallationClient:
             total += len(text)
             files[entry.path] = text
         return files
+
+
+# ---------------------------------------------------------------------------
+# Signing users in (the App's OAuth web flow), for the dashboard
+
+
+@dataclass(frozen=True)
+class UserAccess:
+    login: str
+    repositories: list[str]  # owner/name of every repository, in the app's installations, they can read
+
+
+def authorize_url(web_url: str, client_id: str, redirect_uri: str, state: str) -> str:
+    from urllib.parse import urlencode
+
+    query = urlencode({"client_id": client_id, "redirect_uri": redirect_uri, "state": state})
+    return f"{web_url.rstrip('/')}/login/oauth/authorize?{query}"
+
+
+def user_access(
+    *, api_url: str, web_url: str, client_id: str, client_secret: str, code: str, redirect_uri: str
+) -> UserAccess:
+    """Trade the sign-in ``code`` for a user token, then ask GitHub who this is and which repositories
+    of the app's installations they can read. The token is used here and dropped."""
+    path = "/login/oauth/access_token"
+    try:
+        answer = requests.post(
+            web_url.rstrip("/") + path,
+            data={
+                "client_id": client_id,
+                "client_secret": client_secret,
+                "code": code,
+                "redirect_uri": redirect_uri,
+            },
+            headers={"Accept": "application/json"},
+            timeout=15,
+        )
+    except requests.exceptions.RequestException as exc:
+        raise GitHubError("POST", path, None, f"{type(exc).__name__}: could not reach GitHub") from None
+    data = answer.json() if answer.ok else {}
+    token = data.get("access_token")
+    if not token:
+        why = data.get("error_description") or data.get("error") or f"HTTP {answer.status_code}"
+        raise GitHubError("POST", path, answer.status_code, f"sign-in refused: {why}")
+    gh = github.Github(auth=github.Auth.Token(token), base_url=api_url.rstrip("/"), retry=None)
+    try:
+        with _translated("GET", "/user", lambda text: text.replace(token, "***")):
+            login = gh.get_user().login
+            repos: set[str] = set()
+            for inst in _pages(gh, "/user/installations", "installations"):
+                for repo in _pages(gh, f"/user/installations/{inst['id']}/repositories", "repositories"):
+                    repos.add(str(repo["full_name"]))
+        return UserAccess(login, sorted(repos))
+    finally:
+        gh.close()
+
+
+def _pages(gh: github.Github, path: str, key: str) -> Iterator[dict[str, Any]]:
+    page = 1
+    while True:
+        _, data = gh.requester.requestJsonAndCheck("GET", path, parameters={"per_page": 100, "page": page})
+        items = data.get(key) or []
+        yield from items
+        if len(items) < 100:
+            return
+        page += 1

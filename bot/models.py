@@ -13,11 +13,14 @@ from sqlalchemy import (
     DateTime,
     Dialect,
     Float,
+    ForeignKey,
     Index,
     Integer,
     String,
+    Text,
+    UniqueConstraint,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 from sqlalchemy.types import TypeDecorator
 
 Outcome = Literal["enqueued", "ignored", "ping"]
@@ -133,3 +136,92 @@ class Installation(Base):
 
     def __repr__(self) -> str:
         return f"<Installation {self.id} {self.account}{' deleted' if self.deleted else ''}>"
+
+
+SuggestionStatus = Literal["posted", "applied", "merged", "outdated", "dismissed"]
+SUGGESTION_STATUSES: tuple[SuggestionStatus, ...] = ("posted", "applied", "merged", "outdated", "dismissed")
+
+
+class Suggestion(Base):
+    """One suggested change as posted, and what became of it (``events`` keeps the history)."""
+
+    __tablename__ = "suggestions"
+    __table_args__ = (
+        CheckConstraint(
+            "status IN ({})".format(", ".join(f"'{s}'" for s in SUGGESTION_STATUSES)),
+            name="suggestions_status",
+        ),
+        UniqueConstraint("repository", "pull_number", "head_sha", "target", name="suggestions_once"),
+        Index("suggestions_repo_status", "repository", "status"),
+    )
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    installation_id: Mapped[int] = mapped_column(BigInteger)
+    repository: Mapped[str] = mapped_column(String(256))  # owner/name
+    private: Mapped[bool] = mapped_column(Boolean, default=True)  # unknown counts as private
+    pull_number: Mapped[int] = mapped_column(Integer)
+    head_sha: Mapped[str] = mapped_column(String(64))
+    path: Mapped[str] = mapped_column(String(1000))
+    start_line: Mapped[int] = mapped_column(Integer)
+    end_line: Mapped[int] = mapped_column(Integer)
+    class_name: Mapped[str] = mapped_column(String(200))
+    target: Mapped[str] = mapped_column(String(1200))
+    generator: Mapped[str] = mapped_column(String(64))
+    candidate_id: Mapped[str] = mapped_column(String(200))
+    code: Mapped[str] = mapped_column(Text)  # the suggested code, as verified
+    code_sha256: Mapped[str] = mapped_column(String(64))
+    original_sha256: Mapped[str] = mapped_column(String(64))  # the class's lines it replaces
+    max_abs_error: Mapped[float | None] = mapped_column(Float)
+    eager_ms: Mapped[float | None] = mapped_column(Float)
+    compile_ms: Mapped[float | None] = mapped_column(Float)
+    kernel_ms: Mapped[float | None] = mapped_column(Float)
+    speedup_eager: Mapped[float | None] = mapped_column(Float)
+    speedup_compile: Mapped[float | None] = mapped_column(Float)
+    gpu: Mapped[str] = mapped_column(String(200), default="")
+    review_id: Mapped[int | None] = mapped_column(BigInteger)
+    comment_id: Mapped[int | None] = mapped_column(BigInteger)
+    comment_url: Mapped[str] = mapped_column(String(500), default="")
+    status: Mapped[str] = mapped_column(String(16), default="posted")
+    applied_sha: Mapped[str | None] = mapped_column(String(64))
+    applied_by: Mapped[str | None] = mapped_column(String(100))
+    applied_via_button: Mapped[bool] = mapped_column(Boolean, default=False)
+    thumbs_up: Mapped[int] = mapped_column(Integer, default=0)
+    thumbs_down: Mapped[int] = mapped_column(Integer, default=0)
+    posted_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    applied_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    closed_at: Mapped[datetime | None] = mapped_column(UTCDateTime())  # merged, dismissed or outdated
+    events: Mapped[list[SuggestionEvent]] = relationship(
+        back_populates="suggestion", order_by="SuggestionEvent.id", cascade="all, delete-orphan"
+    )
+
+    def __repr__(self) -> str:
+        return f"<Suggestion {self.id} {self.repository}#{self.pull_number} {self.target} {self.status}>"
+
+
+class SuggestionEvent(Base):
+    """A status change of a suggestion, with when, why and who."""
+
+    __tablename__ = "suggestion_events"
+
+    id: Mapped[int] = mapped_column(BigId, primary_key=True)
+    suggestion_id: Mapped[int] = mapped_column(
+        BigId, ForeignKey("suggestions.id", ondelete="CASCADE"), index=True
+    )
+    status: Mapped[str] = mapped_column(String(16))
+    at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    sha: Mapped[str | None] = mapped_column(String(64))
+    actor: Mapped[str | None] = mapped_column(String(100))
+    detail: Mapped[str] = mapped_column(String(500), default="")
+    suggestion: Mapped[Suggestion] = relationship(back_populates="events")
+
+
+class WebSession(Base):
+    """A dashboard sign-in: who, and which repositories GitHub said they can read (at sign-in)."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)  # sha256 of the cookie's token
+    login: Mapped[str] = mapped_column(String(100))
+    repositories: Mapped[list[str]] = mapped_column(JSON, default=list)  # owner/name
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime())

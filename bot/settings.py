@@ -56,6 +56,12 @@ class Settings(BaseSettings):
     github_private_key: SecretStr | None = None
     github_private_key_path: Path | None = None
     github_api_url: str = "https://api.github.com"
+    # Sign-in with GitHub for the dashboard (the App's OAuth web flow); GitHub Enterprise: https://HOST
+    github_web_url: str = "https://github.com"
+    github_client_id: str | None = None
+    github_client_secret: SecretStr | None = None
+    # Public base URL of this server (for the OAuth redirect); default: taken from each request
+    public_url: str | None = None
     database_url: str = "sqlite:///kernelize.db"
     # kombu's SQLAlchemy transport on a SQLite file: no broker to run, works across processes on one machine.
     broker_url: str = "sqla+sqlite:///kernelize-broker.db"

@@ -20,10 +20,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from celery import chord
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import commands, db, jobs, publish
-from bot.github import GitHubApp, InstallationClient, PullInfo
+from bot import commands, db, jobs, publish, tracking
+from bot.github import GitHubApp, GitHubError, InstallationClient, PullInfo
 from bot.models import Job, utcnow
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, load_repo_config
 from bot.settings import Settings, load_settings
@@ -35,10 +36,11 @@ from runners.celery_app import (
     KERNELIZE_TASK,
     PLAN_TASK,
     PUBLISH_TASK,
+    TRACK_TASK,
 )
 from runners.discover import DiscoveryError, added_lines, classes_touching, find_modules
 from runners.generators import AVAILABLE as GENERATORS
-from runners.results import DeviceInfo, ModuleReport, RunReport, module_from_dict
+from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, module_from_dict
 
 log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
@@ -241,7 +243,16 @@ def _targets(
             if chosen and not any(t.matches(f.filename, name) for t in chosen):
                 continue
             m = by_name[name]
-            targets.append({"path": f.filename, "class_name": name, "start": m.lineno, "end": m.end_lineno})
+            original = "\n".join(text.splitlines()[m.lineno - 1 : m.end_lineno])
+            targets.append(
+                {
+                    "path": f.filename,
+                    "class_name": name,
+                    "start": m.lineno,
+                    "end": m.end_lineno,
+                    "original_sha256": tracking.fingerprint(original),
+                }
+            )
     return targets, sources, {f.filename: f.patch or "" for f in files}
 
 
@@ -299,6 +310,8 @@ def plan_pull_request(
 ) -> dict[str, Any]:
     client = _client(installation_id)
     pull = client.pull(owner, repo, number)
+    if reason == "pull_request.synchronize":
+        _track_push(client, owner, repo, number, head_sha, sender)
     if pull.state != "open":
         _tell(
             client,
@@ -459,6 +472,7 @@ def plan_pull_request(
         "mode": mode,
         "when_nothing_found": config.comment.when_nothing_found,
         "min_speedup": engine["min_speedup"],
+        "private": pull.private,
     }
     chord(header)(app.signature(PUBLISH_TASK, kwargs={"context": context}))
     log.info("planned %d module(s) for %s/%s#%d at %s", len(found), owner, repo, number, head_sha[:7])
@@ -490,12 +504,129 @@ def _mark_outdated(client: InstallationClient, owner: str, repo: str, number: in
             f"**Outdated:** this review was for `{review.commit_id[:7]}`; the pull request has moved on to "
             f"`{head_sha[:7]}`, and Kernelize's summary comment has the current results."
         )
-        for comment_id, body in client.review_comments(owner, repo, number, review.id):
-            if "```suggestion" in body and OUTDATED_MARKER not in body:
-                client.edit_review_comment(owner, repo, comment_id, f"{note}\n{OUTDATED_MARKER}")
+        for line in client.review_comments(owner, repo, number, review.id):
+            if "```suggestion" in line.body and OUTDATED_MARKER not in line.body:
+                client.edit_review_comment(owner, repo, line.id, f"{note}\n{OUTDATED_MARKER}")
         client.update_review(owner, repo, number, review.id, f"{note}\n{OUTDATED_MARKER}\n\n{review.body}")
         marked += 1
     return marked
+
+
+def _ms(c: CandidateResult, name: str) -> float | None:
+    timing = c.timings.get(name)
+    return timing.median_ms if timing is not None else None
+
+
+def _record_suggestions(
+    client: InstallationClient,
+    context: dict[str, Any],
+    plan: publish.ReviewPlan,
+    reports: Sequence[ModuleReport],
+    winners: dict[tuple[str, str], str],
+    device: DeviceInfo,
+    marker: str,
+) -> None:
+    """Store what the review suggested (for tracking); a failure here never blocks the results."""
+    owner, repo, number = context["owner"], context["repo"], context["number"]
+    try:
+        review = next((r for r in client.reviews(owner, repo, number) if marker in r.body), None)
+        lines = client.review_comments(owner, repo, number, review.id) if review else []
+        modules = {m.target: m for m in reports}
+        originals = {
+            f"{t['path']}::{t['class_name']}": t.get("original_sha256", "") for t in context["targets"]
+        }
+        rows = []
+        for sug in plan.suggestions:
+            m = modules[sug.target]
+            best = m.best_candidate()
+            code = winners.get((sug.target, sug.candidate_id))
+            if best is None or code is None:
+                continue
+            line = next((c for c in lines if sug.marker in c.body), None)
+            rows.append(
+                {
+                    "installation_id": context["installation_id"],
+                    "repository": f"{owner}/{repo}",
+                    "private": bool(context.get("private", True)),
+                    "pull_number": number,
+                    "head_sha": context["head_sha"],
+                    "path": sug.path,
+                    "start_line": sug.start_line,
+                    "end_line": sug.end_line,
+                    "class_name": m.class_name,
+                    "target": sug.target,
+                    "generator": sug.generator,
+                    "candidate_id": sug.candidate_id,
+                    "code": code,
+                    "code_sha256": sug.source_sha256,
+                    "original_sha256": originals.get(sug.target, ""),
+                    "max_abs_error": best.max_abs_error,
+                    "eager_ms": _ms(best, "eager"),
+                    "compile_ms": _ms(best, "compile"),
+                    "kernel_ms": best.median_ms,
+                    "speedup_eager": best.speedup_vs_eager,
+                    "speedup_compile": best.speedup_vs_compile,
+                    "gpu": device.name[:200],
+                    "review_id": review.id if review else None,
+                    "comment_id": line.id if line else None,
+                    "comment_url": line.html_url[:500] if line else "",
+                }
+            )
+        with _sessions()() as session, session.begin():
+            tracking.record_posted(session, rows)
+    except (GitHubError, SQLAlchemyError) as exc:
+        log.error("could not record the suggestions of %s/%s#%d: %s", owner, repo, number, exc)
+
+
+def _track_push(
+    client: InstallationClient, owner: str, repo: str, number: int, head_sha: str, sender: str
+) -> None:
+    """A new head: which suggestions it applied or made outdated (never blocks the run itself)."""
+    try:
+        commit = client.commit(owner, repo, head_sha)
+        push = tracking.Push(
+            head_sha, sender or None, commit.author_login, commit.message, _app().bot_login()
+        )
+        with _sessions()() as session, session.begin():
+            counts = tracking.on_push(session, client, f"{owner}/{repo}", number, push)
+            tracking.refresh_feedback(session, client, f"{owner}/{repo}", number)
+        if any(counts.values()):
+            log.info("%s/%s#%d at %s: %s", owner, repo, number, head_sha[:7], counts)
+    except (GitHubError, SQLAlchemyError) as exc:
+        log.error("could not track the push to %s/%s#%d: %s", owner, repo, number, exc)
+
+
+def track(
+    installation_id: int,
+    owner: str,
+    repo: str,
+    number: int,
+    change: str,
+    sender: str = "",
+    merged: bool = False,
+    comment_ids: Sequence[int] = (),
+    head_sha: str = "",
+    **_: Any,
+) -> dict[str, Any]:
+    """A pull request closed, a review thread resolved, or a push by a bot: update its suggestions."""
+    client = _client(installation_id)
+    repository = f"{owner}/{repo}"
+    if change == "push":
+        _track_push(client, owner, repo, number, head_sha, sender)
+        return {"change": change}
+    with _sessions()() as session, session.begin():
+        if not tracking.open_suggestions(session, repository, number):
+            return {"change": change, "open": 0}
+        if change == "closed":
+            tracking.refresh_feedback(session, client, repository, number)
+            return {
+                "change": change,
+                **tracking.on_closed(session, repository, number, merged, sender or None),
+            }
+        if change == "thread_resolved":
+            n = tracking.on_thread_resolved(session, repository, number, comment_ids, sender or None)
+            return {"change": change, "dismissed": n}
+    return {"change": change, "unknown": True}
 
 
 def _over_limit(targets: Sequence[str], limit: int) -> list[ModuleReport]:
@@ -543,6 +674,8 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     if plan.comments and not posted:  # a redelivered publish never posts the same review twice
         body = f"{plan.body}\n{marker}"
         review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments)
+    if plan.suggestions:
+        _record_suggestions(client, context, plan, reports, winners, device, marker)
     summary = publish.summary_comment(run, reports, head_sha, plan)
     # Nothing to say: no new comment unless configured (an earlier summary is still brought up to date).
     speak = bool(winners) or context.get("when_nothing_found") == "summary" or comment_id is not None
@@ -634,9 +767,10 @@ def handle_command(
         client.comment(owner, repo, number, text)
         return {"action": "status", "jobs": len(found)}
     if command.action == "stats":
-        text = "Suggestion tracking is not enabled on this server yet, so there are no statistics to show."
-        client.comment(owner, repo, number, text)
-        return {"action": "stats"}
+        with _sessions()() as session:
+            data = tracking.stats(session, repository=f"{owner}/{repo}")
+        client.comment(owner, repo, number, tracking.stats_markdown(data, f"{owner}/{repo}"))
+        return {"action": "stats", **{k: data[k] for k in ("posted", "accepted")}}
     if not _has_write(client, owner, repo, sender):
         text = (
             f"Sorry @{sender}, `/kernelize {command.action}` runs code on this repository's GPUs, so it "
@@ -698,6 +832,10 @@ def register(app: Any) -> None:
                 countdown=wait.countdown,
             )
             return {"deferred": wait.countdown}
+
+    @app.task(name=TRACK_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
+    def _track(**kwargs: Any) -> dict[str, Any]:
+        return track(**kwargs)
 
     @app.task(name=INSTALLATION_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
     def _installation(event: str, payload: dict[str, Any]) -> dict[str, Any]:

@@ -18,7 +18,7 @@ from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import db
+from bot import api, dashboard, db
 from bot.settings import Settings
 from bot.webhooks import SIGNATURE_HEADER, BadDelivery, WebhookDelivery, parse_delivery, verify_signature
 
@@ -75,7 +75,10 @@ def create_app(
         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         registry=registry,
     )
-    app = FastAPI(title="Kernelize", docs_url=None, redoc_url=None, openapi_url=None)
+    # The OpenAPI description covers the suggestions API only (the webhook is GitHub's to call).
+    app = FastAPI(
+        title="Kernelize", docs_url="/api/v1/docs", redoc_url=None, openapi_url="/api/v1/openapi.json"
+    )
 
     def reject(status: int, reason: str, error: str, delivery_id: str | None) -> JSONResponse:
         rejected.labels(reason).inc()
@@ -136,12 +139,15 @@ def create_app(
         log.info("webhook %s", answer["status"], extra=extra)
         return JSONResponse(answer, status_code=status)
 
-    @app.post("/webhook")
+    @app.post("/webhook", include_in_schema=False)
     async def webhook(request: Request) -> Response:
         with seconds.time():
             return await receive(request)
 
-    @app.get("/healthz")
+    app.include_router(api.router(sessions))
+    app.include_router(dashboard.router(sessions, settings))
+
+    @app.get("/healthz", include_in_schema=False)
     def healthz() -> JSONResponse:
         checks = {"database": _check(lambda: _database_ok(sessions)), "broker": "unchecked"}
         if broker_ok is not None:
@@ -149,7 +155,7 @@ def create_app(
         healthy = all(value in ("ok", "unchecked") for value in checks.values())
         return JSONResponse(checks, status_code=200 if healthy else 503)
 
-    @app.get("/metrics")
+    @app.get("/metrics", include_in_schema=False)
     def metrics() -> Response:
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 

@@ -21,10 +21,12 @@ PUBLISH_TASK = "kernelize.publish_pull_request"
 KERNELIZE_TASK = "kernelize.kernelize_module"
 COMMAND_TASK = "kernelize.command"
 INSTALLATION_TASK = "kernelize.installation"
+TRACK_TASK = "kernelize.track"
 TASK_ROUTES = {
     PLAN_TASK: {"queue": GITHUB_QUEUE},
     COMMAND_TASK: {"queue": GITHUB_QUEUE},
     INSTALLATION_TASK: {"queue": GITHUB_QUEUE},
+    TRACK_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_TASK: {"queue": GITHUB_QUEUE},
     KERNELIZE_TASK: {"queue": GPU_QUEUE},
 }

@@ -169,3 +169,12 @@ def celery_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[b
             proc.kill()
             proc.wait(5)
         log.close()
+
+
+@pytest.fixture
+def world(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Any]:
+    """``tests/bot/flow.py``'s World: the fake GitHub, the webhook app and eager Celery, on each database."""
+    from tests.bot.flow import make_world
+
+    with make_world(monkeypatch, database_url) as w:
+        yield w

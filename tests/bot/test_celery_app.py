@@ -21,6 +21,7 @@ from runners.celery_app import (
     KERNELIZE_TASK,
     PLAN_TASK,
     PUBLISH_TASK,
+    TRACK_TASK,
     celery_broker_ok,
     celery_enqueue,
     make_celery,
@@ -37,6 +38,7 @@ def test_configuration() -> None:
         PLAN_TASK: {"queue": "github"},
         COMMAND_TASK: {"queue": "github"},
         INSTALLATION_TASK: {"queue": "github"},
+        TRACK_TASK: {"queue": "github"},
         PUBLISH_TASK: {"queue": "github"},
         KERNELIZE_TASK: {"queue": "gpu"},
     }

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from bot.events import COMMAND_TASK, INSTALLATION_TASK, PLAN_TASK, decide
+from bot.events import COMMAND_TASK, INSTALLATION_TASK, PLAN_TASK, TRACK_TASK, decide
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "fixtures" / "github-webhooks" / "payload-examples"
 
@@ -48,15 +48,36 @@ def test_pull_request_actions_plan_a_run(name):
     }
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "pull_request/closed.payload.json",
-        "pull_request/assigned.payload.json",
-    ],
-)
-def test_other_pull_request_actions_do_nothing(name):
-    assert decide("pull_request", payload(name)) is None
+def test_other_pull_request_actions_do_nothing():
+    assert decide("pull_request", payload("pull_request/assigned.payload.json")) is None
+
+
+def test_a_close_is_tracked_whoever_closes_it():
+    data = payload("pull_request/closed.payload.json")
+    job = decide("pull_request", data)
+    assert job is not None and job["task"] == TRACK_TASK
+    assert (job["change"], job["merged"], job["number"]) == ("closed", False, data["pull_request"]["number"])
+    data["sender"].update(type="Bot", login="merge-queue[bot]")
+    data["pull_request"]["merged"] = True
+    job = decide("pull_request", data)
+    assert job is not None and job["task"] == TRACK_TASK and job["merged"] is True
+
+
+def test_a_bots_push_is_tracked_but_starts_no_run():
+    data = payload("pull_request/synchronize.payload.json")
+    data["sender"].update(type="Bot", login="rebase[bot]")
+    job = decide("pull_request", data)
+    assert job is not None and (job["task"], job["change"]) == (TRACK_TASK, "push")
+    assert job["head_sha"] == data["pull_request"]["head"]["sha"]
+
+
+def test_a_resolved_review_thread_is_tracked():
+    data = payload("pull_request_review_thread/resolved.payload.json")
+    job = decide("pull_request_review_thread", data)
+    assert job is not None and job["change"] == "thread_resolved"
+    assert job["comment_ids"] == [c["id"] for c in data["thread"]["comments"]]
+    data["action"] = "unresolved"
+    assert decide("pull_request_review_thread", data) is None
 
 
 def test_a_label_may_start_a_run_and_the_task_checks_which():

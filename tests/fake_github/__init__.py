@@ -23,6 +23,11 @@ then reports F811 on every test parameter named ``fake_github``.)
 PyGithub waits 0.25 s between requests and 1 s between writes unless told
 ``seconds_between_requests=0, seconds_between_writes=0``; the fake needs no such pauses.
 
+Signing a user in ("Sign in with GitHub", the app's OAuth web flow): ``fake.sign_in_browser("alice")``,
+then the app's pages at ``fake.web_url`` (``/login/oauth/authorize``, ``/login/oauth/access_token``
+with ``creds.client_id``/``creds.client_secret``) hand out a ``ghu_`` token for ``GET /user`` and
+``GET /user/installations[/{id}/repositories]``; see ``oauth.py``.
+
 A test that sends invalid requests on purpose takes them back with ``fake.take_violations()``.
 See ``server.py`` for everything the fake enforces, ``diff.py`` for patch helpers
 (``make_patch``, ``added_file_patch``) and ``openapi.py`` for the schema checking.

@@ -62,7 +62,8 @@ class AppConfig:
     public_key_pem: str
     slug: str
     name: str
-    client_id: str
+    client_id: str  # OAuth client id (Iv23li...): the OAuth web flow names the app by it
+    client_secret: str
     owner: User
     description: str | None = "Turns PyTorch modules into verified, timed Triton kernels."
     external_url: str = "https://kernelize.example.com"
@@ -74,12 +75,15 @@ class AppConfig:
 
 @dataclass(frozen=True)
 class AppCredentials:
-    """What a test needs to act as the app: ``github.Auth.AppAuth(creds.app_id, creds.private_pem)``."""
+    """What a test needs to act as the app: ``github.Auth.AppAuth(creds.app_id, creds.private_pem)``,
+    and ``client_id``/``client_secret`` for its OAuth web flow (signing users in)."""
 
     app_id: int
     private_pem: str
     public_pem: str
     slug: str
+    client_id: str = ""
+    client_secret: str = ""
 
 
 @dataclass
@@ -119,6 +123,8 @@ class Reply:
 @dataclass(frozen=True)
 class Route:
     handler: str
-    auth: str  # "app" (JWT) | "repo" (token or anonymous) | "installation" (installation token only)
+    # "app" (JWT) | "repo" (token or anonymous) | "installation" (installation token only) | "any"
+    # | "user" (any credential, JWTs included; the handler refuses all but user tokens, in GitHub's words)
+    auth: str
     perms: tuple[tuple[str, str], ...] = ()  # any one of (permission, level) suffices
     write: bool = False

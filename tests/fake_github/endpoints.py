@@ -27,7 +27,7 @@ from .base import (
     to_sentence,
     utc_now,
 )
-from .render import Renderer, node_id
+from .render import Renderer, node_id, role_permissions
 from .state import (
     CheckRun,
     Installation,
@@ -53,6 +53,10 @@ def _r(handler: str, auth: str = "repo", *perms: tuple[str, str], write: bool = 
 _MD = ("metadata", "read")
 _IS_R, _IS_W = ("issues", "read"), ("issues", "write")
 _PR_R, _PR_W = ("pull_requests", "read"), ("pull_requests", "write")
+# GitHub's 403 on /user/installations... for anything but a user access token of a GitHub App
+APP_USER_TOKEN_ONLY = (
+    "You must authenticate with an access token authorized to a GitHub App in order to list installations"
+)
 
 ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/app"): _r("get_app", "app"),
@@ -61,6 +65,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("POST", "/app/installations/{installation_id}/access_tokens"): _r("create_token", "app"),
     ("GET", "/repos/{owner}/{repo}/installation"): _r("get_repo_installation", "app"),
     ("GET", "/installation/repositories"): _r("list_installation_repos", "installation"),
+    ("GET", "/user"): _r("get_authenticated_user", "user"),
+    ("GET", "/user/installations"): _r("list_user_installations", "user"),
+    ("GET", "/user/installations/{installation_id}/repositories"): _r("list_user_installation_repos", "user"),
     ("GET", "/rate_limit"): _r("get_rate_limit", "any"),
     ("GET", "/repos/{owner}/{repo}"): _r("get_repo", "repo", _MD),
     ("GET", "/repos/{owner}/{repo}/contents/{path}"): _r("get_contents", "repo", ("contents", "read")),
@@ -117,6 +124,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ),
     ("POST", "/repos/{owner}/{repo}/issues/{issue_number}/reactions"): _r(
         "create_issue_reaction", "repo", _IS_W, _PR_W, write=True
+    ),
+    ("GET", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"): _r(
+        "list_review_comment_reactions", "repo", _PR_R
     ),
     ("POST", "/repos/{owner}/{repo}/pulls/comments/{comment_id}/reactions"): _r(
         "create_review_comment_reaction", "repo", _PR_W, write=True
@@ -189,6 +199,16 @@ class Endpoints:
             role = self.role_of(repo, actor.user.login if actor.user else "")
             if repo.private and role == "none":
                 raise HTTPError(404, "Not Found")
+            if actor.token is not None and actor.token.client_id is not None:
+                # A user access token: the user's access, narrowed to the app's installations
+                inst = self._installation_of(repo)
+                if inst is None:
+                    if repo.private:
+                        raise HTTPError(404, "Not Found")
+                    if route.write:
+                        raise HTTPError(403, "Resource not accessible by integration")
+                elif route.perms and not self._granted(inst.permissions, route.perms):
+                    raise HTTPError(403, "Resource not accessible by integration")
             return repo
         if actor.kind == "installation":
             assert actor.installation is not None and actor.token is not None
@@ -203,6 +223,13 @@ class Endpoints:
                 raise HTTPError(403, "Resource not accessible by integration")
             return repo
         raise HTTPError(401, "Bad credentials")
+
+    def _installation_of(self, repo: Repo) -> Installation | None:
+        """The app's installation that covers ``repo``, if any."""
+        for inst in self.installations.values():
+            if self._installation_covers(inst, Token("", "installation", None, inst.id), repo):
+                return inst
+        return None
 
     @staticmethod
     def _installation_covers(inst: Installation, token: Token, repo: Repo) -> bool:
@@ -364,6 +391,79 @@ class Endpoints:
             link,
         )
 
+    # -- handlers: the signed-in user (user access tokens, see oauth.py) ----------------------
+
+    def _h_get_authenticated_user(self, ctx: Ctx, route: Route) -> Reply:
+        user = ctx.actor.user
+        if ctx.actor.kind != "user" or user is None:
+            raise HTTPError(403, "Resource not accessible by integration")
+        owned = [r for r in self.repos.values() if r.owner is user]
+        public = sum(not r.private for r in owned)
+        return Reply(200, self._render().private_user(user, public, len(owned) - public))
+
+    def _app_user(self, ctx: Ctx) -> User:
+        """Whom a user access token of the app (``ghu_``) acts for; any other credential gets 403."""
+        actor = ctx.actor
+        if (
+            actor.kind != "user"
+            or actor.user is None
+            or actor.token is None
+            or self.app is None
+            or actor.token.client_id != self.app.client_id
+        ):
+            raise HTTPError(403, APP_USER_TOKEN_ONLY)
+        return actor.user
+
+    def _explicit_roles(self, inst: Installation, user: User) -> list[tuple[Repo, str]]:
+        """The repositories of ``inst`` that ``user`` has "explicit permission" on, as GitHub puts it
+        for the /user/installations endpoints (they own it or are a collaborator), with that role.
+        A public repository gives everyone read, but not explicitly: it is not listed."""
+        login = user.login.lower()
+        stub = Token("", "installation", None, inst.id)
+        found = []
+        for repo in sorted(self.repos.values(), key=lambda r: r.id):
+            if not self._installation_covers(inst, stub, repo):
+                continue
+            role = repo.roles.get(login)
+            if role is None and repo.owner.type == "User" and repo.owner.login.lower() == login:
+                role = "admin"
+            if role not in (None, "none"):
+                found.append((repo, role))
+        return found
+
+    def _user_sees(self, inst: Installation, user: User) -> bool:
+        return inst.account.login.lower() == user.login.lower() or bool(self._explicit_roles(inst, user))
+
+    def _h_list_user_installations(self, ctx: Ctx, route: Route) -> Reply:
+        user = self._app_user(ctx)
+        everyone = sorted(self.installations.values(), key=lambda i: i.id)
+        visible = [i for i in everyone if self._user_sees(i, user)]
+        chunk, link = self._page(ctx, visible)
+        render = self._render()
+        return Reply(
+            200, {"total_count": len(visible), "installations": [render.installation(i) for i in chunk]}, link
+        )
+
+    def _h_list_user_installation_repos(self, ctx: Ctx, route: Route) -> Reply:
+        user = self._app_user(ctx)
+        inst = self._installation(ctx)
+        if not self._user_sees(inst, user):
+            raise HTTPError(404, "Not Found")
+        found = self._explicit_roles(inst, user)
+        chunk, link = self._page(ctx, found)
+        render = self._render()
+        return Reply(
+            200,
+            {
+                "total_count": len(found),
+                "repository_selection": "all" if inst.repositories is None else "selected",
+                "repositories": [
+                    render.repo(r) | {"permissions": role_permissions(role)} for r, role in chunk
+                ],
+            },
+            link,
+        )
+
     def _h_get_rate_limit(self, ctx: Ctx, route: Route) -> Reply:
         limit, remaining, reset = self._bucket(ctx.actor.identity)
         core = {
@@ -469,7 +569,13 @@ class Endpoints:
         for pull in self.pulls.values():
             if pull.repo is repo and sha in pull.files_by_commit:
                 files, author = pull.files_by_commit[sha], pull.user
-        return Reply(200, self._render().commit(repo, sha, files if files is not None else [], author))
+        message = None
+        if sha in self.commit_details:
+            login, message = self.commit_details[sha]
+            author = self.users.get(login.lower()) if login else None
+        return Reply(
+            200, self._render().commit(repo, sha, files if files is not None else [], author, message)
+        )
 
     def _h_get_permission(self, ctx: Ctx, route: Route) -> Reply:
         repo = self._repo(ctx, route)
@@ -1007,6 +1113,19 @@ class Endpoints:
     def _h_create_issue_reaction(self, ctx: Ctx, route: Route) -> Reply:
         issue = self._issue(ctx, route)
         return self._react(("issue", issue.repo.owner.login, issue.repo.name, issue.number), ctx)
+
+    def _h_list_review_comment_reactions(self, ctx: Ctx, route: Route) -> Reply:
+        repo = self._repo(ctx, route)
+        wanted = int(ctx.params["comment_id"])
+        if not any(
+            key[:2] == repo.key and any(c.id == wanted for r in reviews for c in r.comments)
+            for key, reviews in self.reviews.items()
+        ):
+            raise HTTPError(404, "Not Found")
+        found = self.reactions.get(("review_comment", wanted), [])
+        chunk, link = self._page(ctx, found)
+        render = self._render()
+        return Reply(200, [render.reaction(r) for r in chunk], link)
 
     def _h_create_review_comment_reaction(self, ctx: Ctx, route: Route) -> Reply:
         repo = self._repo(ctx, route)

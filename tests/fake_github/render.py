@@ -40,6 +40,17 @@ def node_id(kind: str, ident: int) -> str:
     return base64.b64encode(f"0{len(kind)}:{kind}{ident}".encode()).decode()
 
 
+def role_permissions(role: str) -> dict[str, bool]:
+    """The ``permissions`` hash GitHub gives for a role (see ``state.ROLES``)."""
+    return {
+        "admin": role == "admin",
+        "maintain": role in ("admin", "maintain"),
+        "push": role in ("admin", "maintain", "write"),
+        "triage": role in ("admin", "maintain", "write", "triage"),
+        "pull": role != "none",
+    }
+
+
 def _base64_lines(data: bytes) -> str:
     """Base64 in 60-character lines, each ending in a newline, as GitHub sends file contents."""
     flat = base64.b64encode(data).decode("ascii")
@@ -77,6 +88,32 @@ class Renderer:
             "type": u.type,
             "user_view_type": "public",
             "site_admin": u.site_admin,
+        }
+
+    def private_user(self, u: User, public_repos: int, private_repos: int) -> dict[str, Any]:
+        """``GET /user``: the signed-in user's own profile, private fields included."""
+        return self.user(u) | {
+            "name": u.name,
+            "company": None,
+            "blog": "",
+            "location": None,
+            "email": None,
+            "hireable": None,
+            "bio": None,
+            "twitter_username": None,
+            "public_repos": public_repos,
+            "public_gists": 0,
+            "followers": 0,
+            "following": 0,
+            "created_at": EPOCH,
+            "updated_at": EPOCH,
+            "private_gists": 0,
+            "total_private_repos": private_repos,
+            "owned_private_repos": private_repos,
+            "disk_usage": 0,
+            "collaborators": 0,
+            "two_factor_authentication": True,
+            "plan": {"name": "free", "space": 976562499, "collaborators": 0, "private_repos": 10000},
         }
 
     def app_body(self) -> dict[str, Any]:
@@ -220,16 +257,7 @@ class Renderer:
 
     def collaborator_permission(self, repo: Repo, user: User, role: str) -> dict[str, Any]:
         legacy = LEGACY_PERMISSION[role]
-        collaborator = self.user(user) | {
-            "permissions": {
-                "admin": role == "admin",
-                "maintain": role in ("admin", "maintain"),
-                "push": role in ("admin", "maintain", "write"),
-                "triage": role in ("admin", "maintain", "write", "triage"),
-                "pull": role != "none",
-            },
-            "role_name": role,
-        }
+        collaborator = self.user(user) | {"permissions": role_permissions(role), "role_name": role}
         return {"permission": legacy, "role_name": role, "user": collaborator}
 
     def content_file(self, repo: Repo, ref: str, path: str, data: bytes) -> dict[str, Any]:
@@ -291,7 +319,12 @@ class Renderer:
         }
 
     def commit(
-        self, repo: Repo, sha: str, files: list[PullFile] | None, author: User | None
+        self,
+        repo: Repo,
+        sha: str,
+        files: list[PullFile] | None,
+        author: User | None,
+        message: str | None = None,
     ) -> dict[str, Any]:
         base = f"{self.api}/repos/{repo.full_name}"
         person = {"name": author.login if author else "GitHub", "email": "noreply@github.com", "date": EPOCH}
@@ -305,7 +338,7 @@ class Renderer:
                 "url": f"{base}/git/commits/{sha}",
                 "author": person,
                 "committer": person,
-                "message": f"Commit {sha[:7]}",
+                "message": message if message is not None else f"Commit {sha[:7]}",
                 "comment_count": 0,
                 "tree": {"sha": sha, "url": f"{base}/git/trees/{sha}"},
                 "verification": {

@@ -2,7 +2,9 @@
 
 Start one with ``FakeGitHub()`` (or ``with FakeGitHub() as fake:``); point a client at
 ``fake.base_url`` (``http://127.0.0.1:PORT``) or ``fake.enterprise_url`` (the same routes under
-``/api/v3``, as GitHub Enterprise serves them). It listens in a background thread
+``/api/v3``, as GitHub Enterprise serves them). ``fake.web_url`` (the same server, at its root)
+serves github.com's pages for the app's OAuth web flow, "Sign in with GitHub" (see ``oauth.py``;
+they skip the OpenAPI steps below). It listens in a background thread
 (``ThreadingHTTPServer``, ephemeral port) and answers one request at a time, so its state is
 never seen half-updated.
 
@@ -21,8 +23,9 @@ Every request goes through the same steps:
    app's key (RS256; ``iss`` = app id, ``iat`` not in the future, ``exp`` in the future and at
    most 10 minutes ahead); the others take an installation token (``ghs_...``, from
    ``POST /app/installations/{id}/access_tokens`` or ``issue_token()``), a user token
-   (``add_user_token()``) or nothing (public reads only). Unknown, expired or revoked tokens →
-   401 "Bad credentials"; a missing ``User-Agent`` → 403 as on github.com;
+   (``add_user_token()``: a personal access token, or with ``for_app=True`` a user access token
+   ``ghu_...`` as the OAuth web flow hands out) or nothing (public reads only). Unknown, expired
+   or revoked tokens → 401 "Bad credentials"; a missing ``User-Agent`` → 403 as on github.com;
 6. installation tokens only reach the installation's repositories (others: 404 when private,
    403 "Resource not accessible by integration" for writes to public ones) with the
    installation's permissions (e.g. ``checks: write`` for check runs);
@@ -36,7 +39,8 @@ Every request goes through the same steps:
 Implemented endpoints (anything else in the description answers 404 and is listed in
 ``fake.unimplemented``; see ``endpoints.ROUTES``): GET /app, GET /app/installations[/{id}],
 POST /app/installations/{id}/access_tokens, GET /repos/{o}/{r}/installation,
-GET /installation/repositories, GET /rate_limit, GET /repos/{o}/{r}, GET .../contents/{path},
+GET /installation/repositories, GET /user, GET /user/installations,
+GET /user/installations/{id}/repositories, GET /rate_limit, GET /repos/{o}/{r}, GET .../contents/{path},
 GET .../commits/{ref}, GET .../collaborators/{u}/permission, GET .../pulls, GET .../pulls/{n},
 GET .../pulls/{n}/files, GET/POST .../pulls/{n}/reviews, GET .../pulls/{n}/reviews/{id}[/comments],
 GET/POST .../pulls/{n}/comments, POST .../pulls/{n}/comments/{id}/replies,
@@ -85,6 +89,7 @@ from .base import (
 )
 from .diff import PatchError, parse_patch
 from .endpoints import ROUTES, Endpoints
+from .oauth import WEB_PAGES, OAuthWeb
 from .openapi import NO_BODY, OpenAPISpec, Operation, load_spec
 from .render import node_id
 from .state import (
@@ -96,6 +101,7 @@ from .state import (
     Installation,
     Issue,
     IssueComment,
+    OAuthCode,
     PlannedFailure,
     Pull,
     PullFile,
@@ -111,15 +117,17 @@ from .state import (
 )
 
 
-class FakeGitHub(Endpoints):
+class FakeGitHub(Endpoints, OAuthWeb):
     """A stateful fake of GitHub's REST API, served over real HTTP (see the module docstring).
 
     Setting up: ``set_app()``/``configure_app()``, ``add_installation()``, ``add_repo()``,
     ``set_file()``, ``add_pull()``, ``push()``, ``add_issue()``, ``add_issue_comment()``,
     ``set_permission()``, ``adopt_payload()``/``from_payload()``, ``issue_token()``,
-    ``add_user_token()``, ``expire_token()``, ``fail_next()``, ``set_rate_limit()``.
+    ``add_user_token()``, ``expire_token()``, ``fail_next()``, ``set_rate_limit()``;
+    for signing users in: ``sign_in_browser()``, ``sign_out_browser()``, ``expire_oauth_codes()``.
     Looking: ``requests``, ``violations``, ``response_violations``, ``unimplemented``,
-    ``reviews``, ``issue_comments``, ``check_runs``, ``reactions``, ``assert_clean()``.
+    ``reviews``, ``issue_comments``, ``check_runs``, ``reactions``, ``oauth_authorizations``,
+    ``assert_clean()``.
     """
 
     def __init__(
@@ -152,6 +160,12 @@ class FakeGitHub(Endpoints):
         self.check_runs: defaultdict[tuple[str, str], list[CheckRun]] = defaultdict(list)
         self.reactions: defaultdict[tuple[Any, ...], list[Reaction]] = defaultdict(list)
         self._check_suites: dict[tuple[str, str, str], int] = {}
+        # sha -> (author login or None, message), for commits a test describes (see set_commit)
+        self.commit_details: dict[str, tuple[str | None, str]] = {}
+        # The OAuth web flow (oauth.py): who is signed in to "github.com", codes, authorize visits
+        self.browser_login: str | None = None
+        self.oauth_codes: dict[str, OAuthCode] = {}
+        self.oauth_authorizations: list[dict[str, str | None]] = []
 
         self.requests: list[RecordedRequest] = []
         self.violations: list[Violation] = []
@@ -202,6 +216,12 @@ class FakeGitHub(Endpoints):
         return f"http://127.0.0.1:{self.port}"
 
     @property
+    def web_url(self) -> str:
+        """Where github.com's pages are (``/login/oauth/authorize``, ``/login/oauth/access_token``):
+        the same server as ``base_url``, at its root, as on GitHub Enterprise (never under ``/api/v3``)."""
+        return self.base_url
+
+    @property
     def enterprise_url(self) -> str:
         """The same API under GitHub Enterprise's ``/api/v3`` prefix."""
         return f"{self.base_url}/api/v3"
@@ -247,6 +267,7 @@ class FakeGitHub(Endpoints):
         slug: str = "kernelize",
         name: str = "Kernelize",
         client_id: str | None = None,
+        client_secret: str | None = None,
         owner_login: str = "kernelize-dev",
         permissions: dict[str, str] | None = None,
         events: list[str] | None = None,
@@ -254,6 +275,8 @@ class FakeGitHub(Endpoints):
         """Make the fake know the GitHub App ``app_id`` whose JWTs ``public_key_pem`` verifies.
 
         Its bot user is ``<slug>[bot]``: the author of everything done with its installation tokens.
+        Its OAuth ``client_id``/``client_secret`` (for the web flow) are made up from ``app_id``
+        unless given.
         """
         with self._lock:
             owner = self.add_user(owner_login, type="Organization")
@@ -262,7 +285,8 @@ class FakeGitHub(Endpoints):
                 public_key_pem=public_key_pem,
                 slug=slug,
                 name=name,
-                client_id=client_id or f"Iv1.{fake_sha('client', app_id)[:16]}",
+                client_id=client_id or f"Iv23li{fake_sha('client', app_id)[:14]}",
+                client_secret=client_secret or fake_sha("client-secret", app_id),
                 owner=owner,
                 permissions=dict(permissions or DEFAULT_INSTALLATION_PERMISSIONS),
                 events=list(events or ["check_run", "issue_comment", "pull_request"]),
@@ -271,10 +295,11 @@ class FakeGitHub(Endpoints):
             return self.app
 
     def configure_app(self, app_id: int = 424242, *, slug: str = "kernelize", **kw: Any) -> AppCredentials:
-        """``set_app()`` with the process-wide test key pair; returns what a client needs."""
+        """``set_app()`` with the process-wide test key pair; returns what a client needs (the key
+        pair for its JWTs, ``client_id``/``client_secret`` for its OAuth web flow)."""
         private_pem, public_pem = keys.shared_app_key()
-        self.set_app(app_id, public_pem, slug=slug, **kw)
-        return AppCredentials(app_id, private_pem, public_pem, slug)
+        app = self.set_app(app_id, public_pem, slug=slug, **kw)
+        return AppCredentials(app_id, private_pem, public_pem, slug, app.client_id, app.client_secret)
 
     def add_installation(
         self,
@@ -334,12 +359,24 @@ class FakeGitHub(Endpoints):
             self.tokens[token.token] = token
             return token.token
 
-    def add_user_token(self, login: str, token: str | None = None) -> str:
-        """A personal access token acting as user ``login`` (its repository roles apply)."""
+    def add_user_token(self, login: str, token: str | None = None, *, for_app: bool = False) -> str:
+        """A personal access token (``ghp_``) acting as user ``login`` (its repository roles apply).
+
+        ``for_app``: a user access token of the app instead (``ghu_``, what the OAuth web flow
+        hands out): it also lists the app's installations (``GET /user/installations``), and reaches
+        only repositories an installation covers, with the installation's permissions.
+        """
         with self._lock:
             self.add_user(login)
-            value = token or "ghp_" + secrets.token_hex(18)
-            self.tokens[value] = Token(token=value, kind="user", expires_at=None, login=login)
+            client_id = None
+            if for_app:
+                if self.app is None:
+                    raise ValueError("for_app=True needs the app: call configure_app() first")
+                client_id = self.app.client_id
+            value = token or ("ghu_" if for_app else "ghp_") + secrets.token_hex(18)
+            self.tokens[value] = Token(
+                token=value, kind="user", expires_at=None, login=login, client_id=client_id
+            )
             return value
 
     def expire_token(self, token: str | None = None) -> None:
@@ -392,6 +429,14 @@ class FakeGitHub(Endpoints):
             r = self.repo(owner, repo)
             r.refs[branch] = sha
             r.commits.add(sha)
+
+    def set_commit(self, owner: str, repo: str, sha: str, message: str, author: str | None = None) -> None:
+        """Commit ``sha`` with this message and (when GitHub maps its email to one) this author."""
+        with self._lock:
+            self.repo(owner, repo).commits.add(sha)
+            if author is not None:
+                self.add_user(author)
+            self.commit_details[sha] = (author, message)
 
     def add_commit(self, owner: str, repo: str, sha: str) -> None:
         """Make ``sha`` a commit of the repository (check runs need a known ``head_sha``)."""
@@ -962,6 +1007,8 @@ class FakeGitHub(Endpoints):
                 out[key] = value
             if self.requests:
                 self.requests[-1].status = reply.status
+            if isinstance(reply.body, bytes):  # a web page (oauth.py): not the API, none of its headers
+                return reply.status, dict(reply.headers), reply.body
             payload = b"" if reply.body is None else json.dumps(reply.body).encode("utf-8")
             return reply.status, out, payload
 
@@ -1007,6 +1054,12 @@ class FakeGitHub(Endpoints):
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
         rec = RecordedRequest(method, path, raw_path, query, headers, None, raw)
         self.requests.append(rec)
+        if not prefix and path in WEB_PAGES:  # github.com's pages: outside the API and its description
+            failure = self._take_failure(method, path)
+            if failure is not None:
+                rec.injected = True
+                return self._failure_reply(failure), None
+            return self._web(rec), None
         body: Any = NO_BODY
         if raw:
             try:
@@ -1136,19 +1189,16 @@ class FakeGitHub(Endpoints):
                 raise HTTPError(401, "A JSON web token could not be decoded")  # GitHub's answer without one
             if scheme != "bearer" or credential.count(".") != 2:
                 raise HTTPError(401, "A JSON web token could not be decoded")
-            if self.app is None:
-                raise HTTPError(401, "A JSON web token could not be decoded")
-            try:
-                keys.verify_app_jwt(credential, self.app.public_key_pem, self.app.app_id, self.app.client_id)
-            except keys.JWTRejected as exc:
-                raise HTTPError(401, str(exc)) from exc
-            return Actor("app", f"app:{self.app.app_id}")
+            return self._app_actor(credential)
         if not value:
-            if route.auth == "installation":
+            if route.auth in ("installation", "user"):
                 raise HTTPError(401, "Requires authentication")
             return Actor("anonymous", "anonymous")
         if scheme not in ("token", "bearer") or not credential:
             raise HTTPError(401, "Bad credentials")
+        if route.auth == "user" and credential.count(".") == 2 and credential.startswith("ey"):
+            # /user endpoints answer a valid app JWT with a 403 that says which token they want
+            return self._app_actor(credential)
         if credential.count(".") == 2 and credential.startswith("ey"):
             # A JWT where an installation token belongs: GitHub only takes JWTs on /app endpoints.
             raise HTTPError(401, "Bad credentials")
@@ -1175,3 +1225,13 @@ class FakeGitHub(Endpoints):
             )
         user = self.add_user(token.login or "ghost")
         return Actor("user", f"user:{user.login.lower()}", user, token)
+
+    def _app_actor(self, jwt_token: str) -> Actor:
+        """The app, if ``jwt_token`` is a JWT it signed that GitHub would take (else GitHub's 401)."""
+        if self.app is None:
+            raise HTTPError(401, "A JSON web token could not be decoded")
+        try:
+            keys.verify_app_jwt(jwt_token, self.app.public_key_pem, self.app.app_id, self.app.client_id)
+        except keys.JWTRejected as exc:
+            raise HTTPError(401, str(exc)) from exc
+        return Actor("app", f"app:{self.app.app_id}")

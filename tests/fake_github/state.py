@@ -254,6 +254,20 @@ class Token:
     permissions: dict[str, str] = field(default_factory=dict)
     repositories: list[str] | None = None  # narrowed at creation; None: the installation's
     revoked: bool = False
+    # User access tokens (ghu_, from the app's OAuth flow): that app's client id; None for a PAT
+    client_id: str | None = None
+
+
+@dataclass
+class OAuthCode:
+    """A code the authorize page handed to ``redirect_uri``, to trade for a user access token."""
+
+    code: str
+    client_id: str
+    redirect_uri: str
+    login: str
+    expires_at: float  # epoch seconds (GitHub: 10 minutes after the authorize step)
+    used: bool = False  # codes are single-use
 
 
 @dataclass
