@@ -109,6 +109,15 @@ def router(sessions: sessionmaker[Session]) -> APIRouter:
             _public(session, repository)
             return {"repository": repository, **tracking.stats(session, repository=repository)}
 
+    @api.get("/installations/{installation_id}/stats", response_model=Stats)
+    def installation_stats(installation_id: int) -> dict[str, Any]:
+        """The same figures over an installation's public repositories."""
+        with sessions() as session:
+            data = tracking.stats(session, installation_id=installation_id, public_only=True)
+        if not data["posted"]:
+            raise HTTPException(404, f"no public suggestions for installation {installation_id}")
+        return {"repository": f"installation {installation_id}", **data}
+
     @api.get("/repos/{owner}/{repo}/suggestions", response_model=SuggestionPage)
     def repo_suggestions(
         owner: str,

@@ -200,7 +200,11 @@ def _rate(part: int, whole: int) -> float | None:
 
 
 def stats(
-    session: Session, *, repository: str | None = None, installation_id: int | None = None
+    session: Session,
+    *,
+    repository: str | None = None,
+    installation_id: int | None = None,
+    public_only: bool = False,
 ) -> dict[str, Any]:
     """Posted, applied, merged, dismissed, outdated, acceptance rate (applied or merged over all
     posted), median time to apply, geometric-mean speedup of merged suggestions, and by generator."""
@@ -209,6 +213,8 @@ def stats(
         query = query.where(Suggestion.repository == repository)
     if installation_id is not None:
         query = query.where(Suggestion.installation_id == installation_id)
+    if public_only:
+        query = query.where(Suggestion.private.is_(False))
     rows = list(session.execute(query).scalars())
     accepted = [s for s in rows if s.status in ("applied", "merged") or s.applied_at is not None]
     count = {

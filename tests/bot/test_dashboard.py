@@ -51,3 +51,10 @@ def test_sign_in_needs_configuring(client: TestClient) -> None:
     forged = client.get("/oauth/callback", params={"code": "x", "state": "y"})
     assert forged.status_code == 400 and "did not come from this site" in forged.text
     assert client.get("/logout", follow_redirects=False).status_code == 303
+
+
+def test_installation_stats_count_public_repositories_only(client: TestClient) -> None:
+    data = client.get("/api/v1/installations/4242/stats").json()
+    assert (data["posted"], data["merged"], data["dismissed"]) == (3, 2, 1)  # the private one is left out
+    assert data["geomean_speedup_merged"] == 3.0
+    assert client.get("/api/v1/installations/1/stats").status_code == 404
