@@ -23,8 +23,17 @@ class Limits:
     gpu_minutes_per_day: float = 240.0
 
 
+# A job still "running" after this long died with its worker or its chord (GPU tasks are bounded by the
+# broker's 6 h visibility timeout): it stops holding a slot instead of blocking the installation forever.
+STALE_AFTER = timedelta(hours=8)
+
+
 def active_jobs(session: Session, installation_id: int, *, besides: int | None = None) -> int:
-    query = select(func.count(Job.id)).where(Job.installation_id == installation_id, Job.state == "running")
+    query = select(func.count(Job.id)).where(
+        Job.installation_id == installation_id,
+        Job.state == "running",
+        Job.created_at >= utcnow() - STALE_AFTER,
+    )
     if besides is not None:
         query = query.where(Job.id != besides)
     return int(session.execute(query).scalar_one())

@@ -423,7 +423,7 @@ def plan_pull_request(
         # The whole repository's Python at the head, so the module's imports of unchanged files resolve.
         repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES)
         bundle = pack({**repo_files, **sources})
-    except BundleError as exc:
+    except (BundleError, GitHubError) as exc:  # too big, or GitHub failing: the user must see it
         client.update_check_run(
             owner,
             repo,

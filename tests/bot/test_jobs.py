@@ -6,6 +6,8 @@ import json
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+from sqlalchemy import update
+
 from bot import db, jobs
 from bot.models import Installation, Job
 
@@ -43,6 +45,10 @@ def test_concurrency_limit_counts_running_jobs_of_the_installation_only(database
         s.flush()
         reason = jobs.wait_reason(s, 1, limits, mine.id)
         assert reason is not None and "2 Kernelize job(s) are running" in reason and "limit 2" in reason
+        # A job "running" for longer than any task can run died with its worker: it holds no slot.
+        stale = datetime.now(UTC) - jobs.STALE_AFTER - timedelta(minutes=1)
+        s.execute(update(Job).where(Job.key == "d").values(created_at=stale))
+        assert jobs.wait_reason(s, 1, limits, mine.id) is None
 
 
 def test_the_daily_gpu_budget_counts_since_midnight_utc(database_url: str) -> None:
