@@ -7,13 +7,13 @@ from typing import Any
 
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 
-AVAILABLE = ("files", "kernelllm", "openai")
+AVAILABLE = ("files", "kernelllm", "openai", "template")
 
 
 def make_generator(name: str, options: dict[str, Any]) -> Generator:
     """A generator by name; raises GeneratorError with what is missing.
 
-    Options: ``candidates`` (files); ``model``, ``device``, ``temperature``,
+    Options: ``candidates`` (files); none (template); ``model``, ``device``, ``temperature``,
     ``top_p``, ``max_new_tokens``, ``seed`` (kernelllm, openai); ``api_base``,
     ``api_key_env``, ``api_mode``, ``timeout_s`` (openai).
     """
@@ -32,6 +32,10 @@ def make_generator(name: str, options: dict[str, Any]) -> Generator:
         )
     if name == "openai":
         return _openai(options)
+    if name == "template":
+        from runners.generators.template import TemplateGenerator
+
+        return TemplateGenerator()
     raise GeneratorError(f"unknown generator {name!r} (available: {', '.join(AVAILABLE)})")
 
 

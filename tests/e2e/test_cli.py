@@ -640,7 +640,7 @@ USER_ERRORS = [
     ),
     pytest.param(
         lambda t: ["run", "tests/problems/add_relu.py", "--generator", "nope"],
-        ["unknown generator 'nope' (available: files, kernelllm, openai)"],
+        ["unknown generator 'nope' (available: files, kernelllm, openai, template)"],
         id="unknown generator",
     ),
     pytest.param(

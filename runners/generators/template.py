@@ -1,0 +1,1309 @@
+"""The ``template`` generator: readable Triton for common patterns, no model.
+
+The module is traced in a sandbox (``runners/trace.py``: ``torch.fx`` runs the
+user's code); everything here works on the JSON description of the graph, in
+plain Python, and is deterministic: the same module gives the same code, byte
+for byte. One fused kernel is written per module:
+
+- a **pointwise** chain (arithmetic with tensors, row vectors such as a bias,
+  and scalars; activations; comparisons, ``where``, clamps, casts) becomes one
+  elementwise kernel over the flattened tensor;
+- anything with a **reduction over the last dimension** (sum, mean, amax,
+  amin, var, softmax, log_softmax, layer_norm, rms_norm, written out or
+  called) becomes a row kernel, one program per row holding the whole row
+  (``BLOCK_SIZE = next_power_of_2(n_cols)``), with the pointwise work before
+  and after it (a residual add, the affine weights) fused in.
+
+The kernels load in the input's dtype, compute in float32 and store in the
+output's dtype; every size comes from the tensors at call time. Numbers that
+``forward`` reads from the module (``self.eps``, ``self.norm.eps``) are read
+at call time too; settings that shape the kernel (a reduction's ``dim``, the
+GELU approximation, a ``pow`` exponent) are checked at the top of ``forward``
+when they come from the module, so an instance built differently raises
+instead of computing something else.
+
+The emitted class keeps the original name, constructor (copied verbatim, with
+what it needs from its file) and ``forward`` signature, so the original's
+``state_dict`` loads. Launches are plain (``_launch_config`` picks the block
+size and warps): ``@triton.autotune`` only runs on CUDA, and these kernels
+must also run under the Triton interpreter. Autotuning the CUDA launch is
+future work, as are reductions over other dimensions, several kernels per
+module, and matrix products.
+
+Anything outside these patterns raises ``GeneratorError`` naming the first
+unsupported op and its node, e.g. ``template: unsupported op torch.matmul
+(node 'matmul')``.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import json
+import math
+import textwrap
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from runners import sandbox
+from runners.generators.base import Candidate, GeneratorError, Problem
+from runners.normalize import ALLOWED_IMPORTS
+
+TRACE_LIMITS = sandbox.Limits(timeout_s=120.0, memory_mb=8192)
+
+# Kinds of value, by how they broadcast against the input's shape S.
+FULL = "full"  # shape S
+COL = "col"  # a row vector of S[-1] elements (a bias), broadcast along the last dimension
+ROW = "row"  # one value per row, shape S[:-1] + [1] (a keepdim reduction)
+ROW_FLAT = "row_flat"  # one value per row, shape S[:-1]
+SCALAR = "scalar"  # a Python number, literal or read from the module at call time
+OTHER = "other"  # a tensor of any other shape
+DTYPE = "dtype"  # ``x.dtype``
+PAIR = "pair"  # ``x.max(dim)``: (values, indices)
+
+# ---------------------------------------------------------------------------
+# Op tables
+
+# How each spelling names its arguments: target -> (op, parameter names, in order).
+_SPELLINGS: dict[str, tuple[str, tuple[str, ...]]] = {}
+
+
+def _spell(op: str, params: tuple[str, ...], *targets: str) -> None:
+    for target in targets:
+        _SPELLINGS[target] = (op, params)
+
+
+def _torch_and_method(name: str) -> tuple[str, str]:
+    return f"torch.{name}", f"Tensor.{name}"
+
+
+_BINARY_PARAMS = ("input", "other")
+for _op, _operator in (("add", "add"), ("sub", "sub"), ("mul", "mul"), ("div", "truediv")):
+    _spell(_op, _BINARY_PARAMS, f"operator.{_operator}", *_torch_and_method(_op))
+    _spell(_op + "_", _BINARY_PARAMS, f"operator.i{_operator}", f"Tensor.{_op}_")
+_spell("sub", _BINARY_PARAMS, "torch.subtract")
+_spell("mul", _BINARY_PARAMS, "torch.multiply")
+_spell("div", _BINARY_PARAMS, "torch.true_divide", "torch.divide")
+_spell("rsub", _BINARY_PARAMS, *_torch_and_method("rsub"))
+for _op in ("gt", "lt", "ge", "le", "eq", "ne"):
+    _spell(_op, _BINARY_PARAMS, f"operator.{_op}", *_torch_and_method(_op))
+for _op in ("maximum", "minimum"):
+    _spell(_op, _BINARY_PARAMS, *_torch_and_method(_op))
+for _op in ("neg", "abs"):
+    _spell(_op, ("input",), f"operator.{_op}", *_torch_and_method(_op), f"Tensor.{_op}_")
+_spell("abs", ("input",), "builtins.abs")
+for _op in ("exp", "log", "sqrt", "rsqrt", "sigmoid", "tanh", "relu"):
+    _spell(_op, ("input",), *_torch_and_method(_op))
+    _spell(_op + "_", ("input",), f"Tensor.{_op}_")
+_spell("sigmoid", ("input",), "torch.nn.functional.sigmoid", "nn.Sigmoid")
+_spell("tanh", ("input",), "torch.nn.functional.tanh", "nn.Tanh")
+_spell("relu", ("input", "inplace"), "torch.nn.functional.relu", "nn.ReLU")
+_spell("silu", ("input", "inplace"), "torch.nn.functional.silu", "nn.SiLU")
+_spell("gelu", ("input", "approximate"), "torch.nn.functional.gelu", "nn.GELU")
+_spell("pow", ("input", "exponent"), "operator.pow", *_torch_and_method("pow"))
+_spell("clamp", ("input", "min", "max"), *_torch_and_method("clamp"), *_torch_and_method("clip"))
+_spell("clamp_min", ("input", "min"), *_torch_and_method("clamp_min"))
+_spell("clamp_max", ("input", "max"), *_torch_and_method("clamp_max"))
+_spell("where", ("condition", "input", "other"), "torch.where")
+_spell("where", ("input", "condition", "other"), "Tensor.where")
+for _op in ("float", "half", "bfloat16"):
+    _spell(_op, ("input",), f"Tensor.{_op}")
+_spell("to", ("input", "dtype"), "Tensor.to", "Tensor.type")
+_spell("type_as", ("input", "other"), "Tensor.type_as")
+for _op in ("contiguous", "clone", "detach"):
+    _spell("identity", ("input",), f"Tensor.{_op}")
+_spell("identity", ("input",), "torch.clone", "torch.detach", "nn.Identity")
+_spell("dropout", ("input", "p", "training", "inplace"), "torch.nn.functional.dropout", "nn.Dropout")
+for _op in ("sum", "mean"):
+    _spell(_op, ("input", "dim", "keepdim", "dtype"), *_torch_and_method(_op))
+for _op in ("amax", "amin"):
+    _spell(_op, ("input", "dim", "keepdim"), *_torch_and_method(_op))
+for _op in ("max", "min"):
+    _spell(_op, ("input", "dim", "keepdim"), *_torch_and_method(_op))
+for _op in ("var", "std"):
+    _spell(_op, ("input", "dim", "unbiased", "keepdim", "correction"), *_torch_and_method(_op))
+for _op in ("softmax", "log_softmax"):
+    _spell(_op, ("input", "dim", "dtype"), *_torch_and_method(_op))
+    _spell(_op, ("input", "dim", "_stacklevel", "dtype"), f"torch.nn.functional.{_op}")
+_spell("softmax", ("input", "dim"), "nn.Softmax")
+_spell("log_softmax", ("input", "dim"), "nn.LogSoftmax")
+_spell(
+    "layer_norm",
+    ("input", "normalized_shape", "weight", "bias", "eps"),
+    "torch.nn.functional.layer_norm",
+    "torch.layer_norm",
+    "nn.LayerNorm",
+)
+_spell(
+    "rms_norm",
+    ("input", "normalized_shape", "weight", "eps"),
+    "torch.nn.functional.rms_norm",
+    "torch.rms_norm",
+    "nn.RMSNorm",
+)
+_spell("getitem", ("input", "index"), "operator.getitem")
+_spell("getattr", ("input", "name"), "getattr")
+
+# Pointwise ops: op -> Triton expression over the operands {a}, {b}, {c} (names or literals).
+_UNARY = {
+    "neg": "-{a}",
+    "abs": "tl.abs({a})",
+    "exp": "tl.exp({a})",
+    "log": "tl.log({a})",
+    "sqrt": "tl.sqrt({a})",
+    "rsqrt": "tl.rsqrt({a})",
+    "sigmoid": "tl.sigmoid({a})",
+    "tanh": "_tanh({a})",
+    "relu": "tl.maximum({a}, 0.0)",
+    "silu": "{a} * tl.sigmoid({a})",
+    "gelu": "0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))",  # 1 / sqrt(2)
+    # sqrt(2 / pi) and the cubic coefficient of the tanh approximation
+    "gelu_tanh": "0.5 * {a} * (1.0 + _tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
+}
+_BINARY = {
+    "add": "{a} + {b}",
+    "sub": "{a} - {b}",
+    "rsub": "{b} - {a}",
+    "mul": "{a} * {b}",
+    "div": "{a} / {b}",
+    "maximum": "tl.maximum({a}, {b})",
+    "minimum": "tl.minimum({a}, {b})",
+    "clamp_min": "tl.maximum({a}, {b})",
+    "clamp_max": "tl.minimum({a}, {b})",
+}
+_COMPARE = {
+    "gt": "{a} > {b}",
+    "lt": "{a} < {b}",
+    "ge": "{a} >= {b}",
+    "le": "{a} <= {b}",
+    "eq": "{a} == {b}",
+    "ne": "{a} != {b}",
+}
+# pow with these exponents is exact arithmetic; others go through exp and log.
+_POW = {
+    0.5: "tl.sqrt({a})",
+    -0.5: "tl.rsqrt({a})",
+    1: "{a}",
+    2: "{a} * {a}",
+    3: "{a} * {a} * {a}",
+    4: "{a} * {a} * {a} * {a}",
+    -1: "1.0 / {a}",
+    -2: "1.0 / ({a} * {a})",
+}
+# Row reductions: op -> (Triton reduction, the value masked-off lanes must hold).
+_REDUCE = {
+    "sum": ("tl.sum", "0.0"),
+    "max": ("tl.max", '-float("inf")'),
+    "min": ("tl.min", 'float("inf")'),
+}
+_CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
+_FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+
+_RESULT_DTYPE = '''
+def _result_dtype(*dtypes):
+    """torch's type promotion over dtypes (promote_types only when they differ: it is a dispatched op)."""
+    result = dtypes[0]
+    for dtype in dtypes[1:]:
+        if dtype != result:
+            result = torch.promote_types(result, dtype)
+    return result
+'''
+_TANH = '''
+@triton.jit
+def _tanh(x):
+    """tanh(x) = 2 * sigmoid(2x) - 1: triton.language has no tanh, and libdevice's skips the interpreter."""
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+'''
+
+# Names the kernels and forward use for themselves.
+_KERNEL_NAMES = frozenset(
+    "pid row cols offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float _tanh".split()
+)
+_FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "block_size", "num_warps", "grid")
+
+
+class Unsupported(Exception):
+    """The graph is outside the templates; the message names the op and node."""
+
+
+# ---------------------------------------------------------------------------
+# The kernel being built
+
+
+@dataclass
+class Value:
+    """What a graph node is inside the kernel."""
+
+    name: str  # kernel variable, kernel argument, or literal text
+    kind: str
+    dtype: tuple[str, ...] = ()  # runtime dtypes promoted together (forward expressions); () for numbers
+    is_bool: bool = False
+    attr: str | None = None  # the module attribute it is read from at call time
+    shape: list[int] | None = None
+    items: tuple[Value, ...] = ()  # a PAIR's (values, indices)
+
+
+@dataclass
+class Load:
+    var: str  # kernel variable (the pointer argument is ``{var}_ptr``)
+    kind: str  # FULL or COL
+    source: str  # forward expression of the tensor
+    is_bool: bool
+    placeholder: str | None = None  # the forward argument it comes from, if any
+
+
+@dataclass
+class Reduce:
+    var: str
+    op: str  # a key of _REDUCE
+    operand: str  # a kernel expression
+    template: str = "{r}"  # what to do with the reduced value ({r})
+
+
+@dataclass
+class Kernel:
+    shape: list[int]  # the example input's shape (S)
+    main: str  # the forward argument with shape S
+    loads: list[Load] = field(default_factory=list)
+    scalars: list[tuple[str, str]] = field(default_factory=list)  # (kernel argument, forward expression)
+    body: list[tuple[str, str] | Reduce] = field(default_factory=list)
+    guards: list[tuple[str, str]] = field(default_factory=list)  # (condition to refuse, why)
+    tags: list[str] = field(default_factory=list)  # what it does, for its name
+    output: Value | None = None
+    uses_tanh: bool = False
+
+    @property
+    def rows(self) -> bool:
+        return any(isinstance(s, Reduce) for s in self.body)
+
+
+def _literal(value: float | int) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return 'float("nan")'
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(value)
+
+
+def _on_self(path: str) -> str:
+    """``self.norm.eps``; ``self.get_submodule("blocks.0").eps`` inside containers (``blocks.0.eps``)."""
+    owner, _, attr = path.rpartition(".")
+    if not owner or all(part.isidentifier() for part in owner.split(".")):
+        return f"self.{path}"
+    return f'self.get_submodule("{owner}").{attr}'
+
+
+def _dtype_expr(atoms: tuple[str, ...]) -> str:
+    return atoms[0] if len(atoms) == 1 else f"_result_dtype({', '.join(atoms)})"
+
+
+class _Builder:
+    """Walks the traced graph once, in order, turning each node into kernel statements."""
+
+    def __init__(self, trace: dict[str, Any]) -> None:
+        self.nodes: list[dict[str, Any]] = trace["nodes"]
+        self.values: dict[str, Value] = {}
+        self.taken: set[str] = set(_KERNEL_NAMES)
+        self.node: dict[str, Any] = {}
+        self.label = ""
+        self.squares: set[str] = set()  # kernel variables holding v * v
+        self.live = self._live()
+        tensors = [
+            n for n in self.nodes if n["op"] == "placeholder" and "shape" in n and n["name"] in self.live
+        ]
+        if not tensors:
+            raise Unsupported("forward computes nothing from a tensor input")
+        main = max(tensors, key=lambda n: (len(n["shape"]), math.prod(n["shape"])))
+        if not main["shape"]:
+            raise Unsupported("the input is a 0-dimensional tensor")
+        self.kernel = Kernel(list(main["shape"]), main["target"])
+        self.handlers: dict[str, Callable[[str, dict[str, Any]], Value]] = {
+            **dict.fromkeys(_UNARY, self._unary),
+            **dict.fromkeys(_BINARY, self._binary),
+            **dict.fromkeys(_COMPARE, self._binary),
+            **{op + "_": self._inplace for op in (*_UNARY, *_BINARY)},
+            "gelu": self._gelu,
+            "pow": self._pow,
+            "clamp": self._clamp,
+            "clamp_min": self._clamp,
+            "clamp_max": self._clamp,
+            "where": self._where,
+            **dict.fromkeys(_CASTS, self._cast),
+            "to": self._cast,
+            "type_as": self._cast,
+            "identity": self._identity,
+            "dropout": self._dropout,
+            **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min"), self._reduce),
+            "var": self._var,
+            "std": self._var,
+            "softmax": self._softmax,
+            "log_softmax": self._softmax,
+            "layer_norm": self._layer_norm,
+            "rms_norm": self._rms_norm,
+            "getitem": self._getitem,
+            "getattr": self._getattr,
+        }
+
+    # -- naming ---------------------------------------------------------------
+
+    def fresh(self, base: str, pointer: bool = False) -> str:
+        """An unused kernel name (with ``pointer``, ``{name}_ptr`` is free too and reserved)."""
+        base = base.replace(".", "_")
+        name, i = base, 1
+        while name in self.taken or (pointer and f"{name}_ptr" in self.taken):
+            name, i = f"{base}_{i}", i + 1
+        self.taken.update([name, f"{name}_ptr"] if pointer else [name])
+        return name
+
+    def fail(self, what: str) -> Unsupported:
+        return Unsupported(f"{what} ({self.label})")
+
+    # -- the walk -------------------------------------------------------------
+
+    def build(self) -> Kernel:
+        for node in self.nodes:
+            if node["name"] not in self.live:
+                continue
+            self.node = node
+            target = node.get("target", node["op"])
+            self.label = f"node {node['name']!r}"
+            if node["op"] == "placeholder":
+                self.values[node["name"]] = self._placeholder(node)
+            elif node["op"] == "get_attr":
+                self.values[node["name"]] = self._tensor_source(
+                    node["name"], node, _on_self(node["target"]), node.get("kind", "constant")
+                )
+            elif node["op"] == "output":
+                self._output(node)
+            else:
+                self.values[node["name"]] = self._call(node, target)
+        return self.kernel
+
+    def _live(self) -> set[str]:
+        """Nodes the output depends on (an unused op need not be supported)."""
+        by_name = {n["name"]: n for n in self.nodes}
+        live: set[str] = set()
+        todo = [n["name"] for n in self.nodes if n["op"] == "output"]
+        while todo:
+            name = todo.pop()
+            if name in live:
+                continue
+            live.add(name)
+            node = by_name[name]
+            todo.extend(_node_refs([node.get("args", []), node.get("kwargs", {})]))
+        return live
+
+    def _call(self, node: dict[str, Any], target: str) -> Value:
+        display = node.get("module") if node["op"] == "call_module" else target
+        self.label = f"node {node['name']!r}"
+        if node.get("unsupported") or display not in _SPELLINGS:
+            raise Unsupported(f"unsupported op {display} (node {node['name']!r})")
+        op, params = _SPELLINGS[display]
+        self.label = f"{display}, node {node['name']!r}"
+        args, kwargs = list(node.get("args", [])), dict(node.get("kwargs", {}))
+        if node["op"] == "call_module":
+            kwargs.update(_module_arguments(node, params))
+        if len(args) > len(params):
+            raise self.fail(f"unsupported call of {display} with {len(args)} arguments")
+        bound = dict(zip(params, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in params or key in bound:
+                raise self.fail(f"unsupported argument {key}= of {display}")
+            bound[key] = value
+        return self.handlers[op](op, bound)
+
+    # -- sources --------------------------------------------------------------
+
+    def _placeholder(self, node: dict[str, Any]) -> Value:
+        name = node["target"]
+        if name.startswith("*"):
+            raise Unsupported(f"forward takes {name}")
+        if "shape" in node:
+            return self._tensor_source(node["name"], node, name, "input")
+        default = node.get("example", node.get("default"))
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            arg = self.fresh(node["name"])
+            self.kernel.scalars.append((arg, name))
+            return Value(arg, SCALAR, attr=name)
+        raise Unsupported(f"forward argument {name!r} is not a tensor or a number")
+
+    def _tensor_source(self, var: str, meta: dict[str, Any], source: str, role: str) -> Value:
+        shape, dtype = list(meta.get("shape", [])), meta.get("dtype", "")
+        is_bool = dtype == "bool"
+        if not is_bool and dtype not in _FLOAT_DTYPES:
+            raise Unsupported(f"{role} {source} is a {dtype or 'non-tensor'} value; only floating tensors")
+        if role == "constant":
+            raise Unsupported(f"{source} is a tensor created in forward")
+        s = self.kernel.shape
+        if shape == s:
+            kind = FULL
+        elif shape and shape[-1] == s[-1] and math.prod(shape) == s[-1] and len(shape) <= len(s):
+            kind = COL
+        else:
+            return Value(var, OTHER, shape=shape)
+        name = self.fresh(var, pointer=True)
+        placeholder = source if role == "input" else None
+        self.kernel.loads.append(Load(name, kind, source, is_bool, placeholder))
+        atom = f"{source}.dtype"
+        return Value(name, kind, (atom,), is_bool, shape=shape)
+
+    def _param(self, spec: dict[str, Any]) -> Value:
+        return self._tensor_source(spec["target"], spec, _on_self(spec["target"]), "parameter")
+
+    # -- arguments ------------------------------------------------------------
+
+    def operand(self, arg: Any, what: str = "operand") -> Value:
+        """A value an op computes with: a node, a number, or a number read from the module."""
+        if isinstance(arg, dict) and "node" in arg:
+            value = self.values[arg["node"]]
+            if value.kind == OTHER:
+                raise self.fail(
+                    f"unsupported broadcast: {arg['node']} has shape {value.shape}, "
+                    f"the input {self.kernel.shape}"
+                )
+            if value.kind in (DTYPE, PAIR):
+                raise self.fail(f"unsupported {what} {arg['node']}")
+            return value
+        if isinstance(arg, dict) and "param" in arg:
+            return self._param(arg["param"])
+        if isinstance(arg, dict) and "attr" in arg:
+            return self._attribute(arg["attr"], arg["value"])
+        if isinstance(arg, dict) and "derived" in arg:
+            raise self.fail(f"a number computed from {_on_self(arg['derived'])} in forward")
+        if isinstance(arg, int | float) and not isinstance(arg, bool):
+            return Value(_literal(arg), SCALAR)
+        raise self.fail(f"unsupported {what} {arg!r}")
+
+    def _attribute(self, path: str, value: Any) -> Value:
+        for arg, expr in self.kernel.scalars:
+            if expr == _on_self(path):
+                return Value(arg, SCALAR, attr=path)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise self.fail(f"{_on_self(path)} is {value!r}, not a number")
+        arg = self.fresh(path)
+        self.kernel.scalars.append((arg, _on_self(path)))
+        return Value(arg, SCALAR, attr=path)
+
+    def constant(self, arg: Any, what: str) -> Any:
+        """A setting that shapes the kernel: a literal, or a module attribute checked in forward."""
+        if isinstance(arg, dict) and "attr" in arg:
+            self._guard(arg["attr"], arg["value"])
+            return arg["value"]
+        if isinstance(arg, list):
+            return [self.constant(a, what) for a in arg]
+        if isinstance(arg, dict):
+            raise self.fail(f"the {what} must be a constant")
+        return arg
+
+    def _guard(self, path: str, value: Any) -> None:
+        """Refuse, in forward, an instance whose ``path`` attribute is not ``value``."""
+        wanted = tuple(value) if isinstance(value, list) else value
+        expr = f"tuple({_on_self(path)})" if isinstance(wanted, tuple) else _on_self(path)
+        guard = (f"{expr} != {wanted!r}", f"the kernel is specialised to {path} == {wanted!r}")
+        if guard not in self.kernel.guards:
+            self.kernel.guards.append(guard)
+
+    def dtype_of(self, arg: Any) -> tuple[str, ...]:
+        if isinstance(arg, dict) and "dtype" in arg:
+            name = arg["dtype"]
+            if name not in _FLOAT_DTYPES:
+                raise self.fail(f"unsupported cast to {name}")
+            return (f"torch.{name}",)
+        if isinstance(arg, dict) and "node" in arg:
+            value = self.values[arg["node"]]
+            if value.kind == DTYPE or (value.kind not in (SCALAR, PAIR) and not value.is_bool):
+                return value.dtype
+        raise self.fail(f"unsupported cast to {arg!r}")
+
+    # -- emitting -------------------------------------------------------------
+
+    def assign(self, base: str, expr: str) -> str:
+        name = self.fresh(base)
+        self.kernel.body.append((name, expr))
+        return name
+
+    def reduce(self, base: str, op: str, operand: str, template: str = "{r}") -> str:
+        name = self.fresh(base)
+        self.kernel.body.append(Reduce(name, op, operand, template))
+        return name
+
+    def broadcast(self, operands: list[Value]) -> str:
+        kinds = {v.kind for v in operands if v.kind != SCALAR}
+        if not kinds:
+            return SCALAR
+        if ROW_FLAT in kinds and len(kinds) > 1:
+            raise self.fail("unsupported broadcast of a reduction without keepdim against a tensor")
+        if len(kinds) == 1:
+            return kinds.pop()
+        return FULL  # FULL with anything, or a per-row value against a row vector
+
+    def check_shape(self, value: Value) -> Value:
+        """The node's traced shape must be what the broadcast rules above say it is."""
+        shape = self.node.get("shape")
+        s = self.kernel.shape
+        expected = {FULL: s, ROW: [*s[:-1], 1], ROW_FLAT: s[:-1]}.get(value.kind)
+        if shape is None or value.kind == SCALAR:
+            return value
+        if expected is None:  # a row vector
+            ok = shape[-1:] == s[-1:] and math.prod(shape) == s[-1] and len(shape) <= len(s)
+        else:
+            ok = shape == expected
+        if not ok:
+            raise self.fail(f"unsupported broadcast: gives shape {shape}, the input is {s}")
+        return value
+
+    def result(self, expr: str, operands: list[Value], is_bool: bool = False) -> Value:
+        kind = self.broadcast(operands)
+        dtype = ("torch.bool",) if is_bool else _promote(operands)
+        name = self.assign(self.node["name"], expr)
+        return self.check_shape(Value(name, kind, dtype, is_bool))
+
+    def floats(self, operands: list[Value]) -> list[str]:
+        """Operand texts for arithmetic (a boolean tensor counts as 0.0 and 1.0)."""
+        return [f"{v.name}.to(tl.float32)" if v.is_bool else v.name for v in operands]
+
+    def tag(self, name: str) -> None:
+        if name not in self.kernel.tags:
+            self.kernel.tags.append(name)
+
+    # -- pointwise ops ----------------------------------------------------------
+
+    def _unary(self, op: str, bound: dict[str, Any]) -> Value:
+        self.check_inplace(op, bound)
+        a = self.operand(bound["input"])
+        if a.kind == SCALAR:
+            raise self.fail(f"unsupported op {op} of a number")
+        self.kernel.uses_tanh |= "_tanh" in _UNARY[op]
+        self.tag(op)
+        return self.result(_UNARY[op].format(a=self.floats([a])[0]), [a])
+
+    def _gelu(self, op: str, bound: dict[str, Any]) -> Value:
+        approximate = self.constant(bound.get("approximate", "none"), "GELU approximation")
+        if approximate not in ("none", "tanh"):
+            raise self.fail(f"unsupported GELU approximation {approximate!r}")
+        return self._unary("gelu" if approximate == "none" else "gelu_tanh", {"input": bound["input"]})
+
+    def _binary(self, op: str, bound: dict[str, Any]) -> Value:
+        a, b = self.operand(bound["input"]), self.operand(bound["other"])
+        if a.kind == SCALAR and b.kind == SCALAR and not (a.attr or b.attr):
+            raise self.fail(f"unsupported op {op} of two numbers")
+        if op in _COMPARE:
+            self.tag(op)
+            return self.result(_COMPARE[op].format(a=a.name, b=b.name), [a, b], is_bool=True)
+        self.tag(op)
+        fa, fb = self.floats([a, b])
+        value = self.result(_BINARY[op].format(a=fa, b=fb), [a, b])
+        if op == "mul" and a.name == b.name:
+            self.squares.add(value.name)
+        return value
+
+    def _inplace(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.add_(y)``, ``x += y``: the same value, provided nothing else reads the operand."""
+        self.check_inplace(op, {**bound, "inplace": True})
+        return self.handlers[op[:-1]](op[:-1], bound)
+
+    def check_inplace(self, op: str, bound: dict[str, Any]) -> None:
+        first = bound["input"]
+        if bound.get("inplace") is True and isinstance(first, dict) and "node" in first:
+            readers = [n for n in self.nodes if first["node"] in _node_refs([n.get("args"), n.get("kwargs")])]
+            if len(readers) > 1:
+                raise self.fail(f"unsupported in-place {op} of a value that is read elsewhere")
+
+    def _pow(self, op: str, bound: dict[str, Any]) -> Value:
+        a = self.operand(bound["input"])
+        exponent = bound["exponent"]
+        if isinstance(exponent, dict) and "node" in exponent:
+            raise self.fail("unsupported pow with a tensor exponent")
+        if a.kind == SCALAR:
+            raise self.fail("unsupported pow of a number")
+        p = self.constant(exponent, "pow exponent")
+        if isinstance(p, bool) or not isinstance(p, int | float) or p == 0:
+            raise self.fail(f"unsupported pow exponent {p!r}")
+        self.tag("pow")
+        (x,) = self.floats([a])
+        if p in _POW:
+            value = self.result(_POW[p].format(a=x), [a])
+            if p == 2:
+                self.squares.add(value.name)
+            return value
+        if float(p).is_integer():
+            magnitude = self.assign(
+                f"{self.node['name']}_abs", f"tl.exp({_literal(p)} * tl.log(tl.abs({x})))"
+            )
+            expr = f"tl.where({x} < 0, -{magnitude}, {magnitude})" if int(p) % 2 else magnitude
+            return self.result(expr, [a])
+        return self.result(f"tl.exp({_literal(p)} * tl.log({x}))", [a])
+
+    def _clamp(self, op: str, bound: dict[str, Any]) -> Value:
+        low, high = bound.get("min"), bound.get("max")
+        if low is None and high is None:
+            raise self.fail("clamp without bounds")
+        value = self.operand(bound["input"])
+        operands = [value]
+        (expr,) = self.floats([value])
+        for bound_op, limit in (("clamp_min", low), ("clamp_max", high)):
+            if limit is not None:
+                operands.append(self.operand(limit))
+                expr = _BINARY[bound_op].format(a=expr, b=self.floats(operands[-1:])[0])
+        self.tag("clamp")
+        return self.result(expr, operands)
+
+    def _where(self, op: str, bound: dict[str, Any]) -> Value:
+        cond = self.operand(bound["condition"], "condition")
+        a, b = self.operand(bound["input"]), self.operand(bound["other"])
+        if not cond.is_bool:
+            raise self.fail("unsupported where with a non-boolean condition")
+        self.tag("where")
+        fa, fb = self.floats([a, b])
+        value = self.result(f"tl.where({cond.name}, {fa}, {fb})", [cond, a, b])
+        value.dtype = _promote([a, b]) if (a.kind != SCALAR or b.kind != SCALAR) else ("torch.float32",)
+        return value
+
+    def _cast(self, op: str, bound: dict[str, Any]) -> Value:
+        a = self.operand(bound["input"])
+        if op in _CASTS:
+            dtype: tuple[str, ...] = (f"torch.{_CASTS[op]}",)
+        elif op == "type_as":
+            dtype = self.dtype_of(bound["other"])
+        elif "dtype" in bound:
+            dtype = self.dtype_of(bound["dtype"])
+        else:
+            raise self.fail("unsupported Tensor.to without a dtype")
+        if a.is_bool:
+            name = self.assign(self.node["name"], f"{a.name}.to(tl.float32)")
+            return self.check_shape(Value(name, a.kind, dtype))
+        return self.check_shape(Value(a.name, a.kind, dtype, shape=a.shape))  # float32 inside the kernel
+
+    def _identity(self, op: str, bound: dict[str, Any]) -> Value:
+        return self.operand(bound["input"])
+
+    def _dropout(self, op: str, bound: dict[str, Any]) -> Value:
+        """The identity in eval mode: nn.Dropout checks ``self.training`` in forward. The function's
+        ``training=self.training`` was fixed when traced, so it passes only with p == 0."""
+        if self.node["op"] == "call_module":
+            check = f"self.training and {_on_self(self.node['target'] + '.p')} > 0"
+            self.kernel.guards.append((check, "dropout is implemented for eval mode only"))
+        elif bound.get("p", 0.5) != 0:
+            raise self.fail("unsupported dropout with p > 0")
+        return self.operand(bound["input"])
+
+    # -- reductions over the last dimension -------------------------------------
+
+    def last_dim(self, dim: Any, what: str) -> None:
+        dim = self.constant(dim, "dim")
+        if isinstance(dim, list) and len(dim) == 1:
+            dim = dim[0]
+        ndim = len(self.kernel.shape)
+        if dim is None:
+            raise self.fail(f"unsupported {what} over all dimensions")
+        if not isinstance(dim, int) or dim not in (-1, ndim - 1):
+            raise self.fail(f"unsupported {what} over dim {dim}: only the last dimension")
+        if dim >= 0 and ndim > 1:
+            check = f"{self.kernel.main}.dim() != {ndim}"
+            reason = f"dim={dim} is the last dimension of {ndim}-dimensional inputs only"
+            if (check, reason) not in self.kernel.guards:
+                self.kernel.guards.append((check, reason))
+
+    def row_operand(self, arg: Any, what: str) -> Value:
+        value = self.operand(arg)
+        if value.kind != FULL or value.is_bool:
+            raise self.fail(f"unsupported {what} of a {'boolean' if value.is_bool else value.kind} value")
+        return value
+
+    def _reduce(self, op: str, bound: dict[str, Any]) -> Value:
+        name = self.node["name"]
+        if op in ("max", "min") and isinstance(bound.get("dim"), dict) and "node" in bound["dim"]:
+            return self._binary("maximum" if op == "max" else "minimum", {**bound, "other": bound["dim"]})
+        if bound.get("dtype") is not None:
+            raise self.fail(f"unsupported {op} with dtype=")
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
+        kind = ROW if keepdim else ROW_FLAT
+        reduce_op = {"amax": "max", "amin": "min"}.get(op, op)
+        if op == "mean":
+            value = Value(self.reduce(name, "sum", a.name, "{r} / n_cols"), kind, a.dtype)
+        else:
+            value = Value(self.reduce(name, reduce_op, a.name), kind, a.dtype)
+        self.tag("mean_square" if op == "mean" and a.name in self.squares else op)
+        if op in ("max", "min"):  # (values, indices)
+            return Value(value.name, PAIR, items=(value,))
+        return self.check_shape(value)
+
+    def _getitem(self, op: str, bound: dict[str, Any]) -> Value:
+        source = bound["input"]
+        pair = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
+        if pair is None or pair.kind != PAIR:
+            raise self.fail("unsupported op operator.getitem (indexing)")
+        if bound.get("index") != 0:
+            raise self.fail("unsupported use of the indices of max/min")
+        return self.check_shape(pair.items[0])
+
+    def _getattr(self, op: str, bound: dict[str, Any]) -> Value:
+        source, attr = bound["input"], bound.get("name")
+        value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
+        if value is not None and value.kind == PAIR and attr == "values":
+            return self.check_shape(value.items[0])
+        if value is not None and attr == "dtype" and value.kind not in (SCALAR, PAIR, DTYPE, OTHER):
+            return Value(value.name, DTYPE, value.dtype)
+        raise self.fail(f"unsupported op getattr(.{attr})")
+
+    def _centered(self, base: str, a: Value) -> tuple[str, str]:
+        mean = self.reduce(f"{base}_mean", "sum", a.name, "{r} / n_cols")
+        return mean, self.assign(f"{base}_centered", f"{a.name} - {mean}")
+
+    def _var(self, op: str, bound: dict[str, Any]) -> Value:
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        correction = bound.get("correction")
+        if correction is None:
+            unbiased = self.constant(bound.get("unbiased", True), "unbiased")
+            correction = 1 if unbiased else 0
+        c = self.constant(correction, "correction")
+        keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
+        name = self.node["name"]
+        _, centered = self._centered(name, a)
+        divisor = "n_cols" if c == 0 else f"(n_cols - {_literal(c)})"
+        template = f"{{r}} / {divisor}" if op == "var" else f"tl.sqrt({{r}} / {divisor})"
+        var = self.reduce(name, "sum", f"{centered} * {centered}", template)
+        self.tag(op)
+        return self.check_shape(Value(var, ROW if keepdim else ROW_FLAT, a.dtype))
+
+    def _softmax(self, op: str, bound: dict[str, Any]) -> Value:
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        dtype = self.dtype_of(bound["dtype"]) if bound.get("dtype") is not None else a.dtype
+        name = self.node["name"]
+        row_max = self.reduce(f"{name}_max", "max", a.name)
+        if op == "softmax":
+            exp = self.assign(f"{name}_exp", f"tl.exp({a.name} - {row_max})")
+            total = self.reduce(f"{name}_sum", "sum", exp)
+            out = self.assign(name, f"{exp} / {total}")
+        else:
+            shifted = self.assign(f"{name}_shifted", f"{a.name} - {row_max}")
+            total = self.reduce(f"{name}_sum", "sum", f"tl.exp({shifted})")
+            out = self.assign(name, f"{shifted} - tl.log({total})")
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, dtype))
+
+    def _normalized_shape(self, arg: Any) -> None:
+        """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's."""
+        shape = arg["value"] if isinstance(arg, dict) and "attr" in arg else arg
+        if isinstance(shape, int | dict):
+            shape = [shape]
+        if (
+            not isinstance(shape, list)
+            or len(shape) != 1
+            or (isinstance(shape[0], dict) and "node" in shape[0])
+        ):
+            raise self.fail(f"unsupported normalized_shape {shape!r}: only the last dimension")
+        if isinstance(arg, dict) and "attr" in arg:
+            check = (
+                f"len({_on_self(arg['attr'])}) != 1",
+                "the kernel normalizes over the last dimension only",
+            )
+            if check not in self.kernel.guards:
+                self.kernel.guards.append(check)
+
+    def _affine(self, value: str, bound: dict[str, Any], parts: list[Value]) -> str:
+        name = self.node["name"]
+        expr = value
+        for key, template in (("weight", "{a} * {b}"), ("bias", "{a} + {b}")):
+            if bound.get(key) is None:
+                continue
+            param = self.operand(bound[key], key)
+            if param.kind not in (COL, SCALAR):
+                raise self.fail(f"unsupported {key} of shape {param.shape}")
+            parts.append(param)
+            expr = template.format(a=expr, b=self.floats([param])[0])
+        return self.assign(name, expr)
+
+    def _eps(self, bound: dict[str, Any], a: Value, default: float | None) -> str:
+        eps = bound.get("eps", default)
+        if eps is None or (isinstance(eps, dict) and eps.get("value", 0) is None):
+            # torch's default: the machine epsilon of the input's dtype, known at call time.
+            arg = self.fresh(f"{self.node['name']}_eps")
+            attr = eps["attr"] if isinstance(eps, dict) else None
+            machine = f"torch.finfo({_dtype_expr(a.dtype)}).eps"
+            expr = f"{_on_self(attr)} if {_on_self(attr)} is not None else {machine}" if attr else machine
+            self.kernel.scalars.append((arg, expr))
+            return arg
+        return self.operand(eps, "eps").name
+
+    def _layer_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        self._normalized_shape(bound["normalized_shape"])
+        a = self.row_operand(bound["input"], op)
+        eps = self._eps(bound, a, 1e-5)
+        name = self.node["name"]
+        _, centered = self._centered(name, a)
+        var = self.reduce(f"{name}_var", "sum", f"{centered} * {centered}", "{r} / n_cols")
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({var} + {eps})")
+        parts = [a]
+        out = self._affine(f"{centered} * {rstd}", bound, parts)
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, a.dtype))
+
+    def _rms_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        self._normalized_shape(bound["normalized_shape"])
+        a = self.row_operand(bound["input"], op)
+        eps = self._eps(bound, a, None)
+        name = self.node["name"]
+        mean_square = self.reduce(f"{name}_mean_square", "sum", f"{a.name} * {a.name}", "{r} / n_cols")
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({mean_square} + {eps})")
+        parts = [a]
+        out = self._affine(f"{a.name} * {rstd}", bound, parts)
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, _promote(parts)))
+
+    # -- the output -------------------------------------------------------------
+
+    def _output(self, node: dict[str, Any]) -> None:
+        args = node.get("args", [])
+        result = args[0] if args else None
+        if not (isinstance(result, dict) and "node" in result):
+            count = len(result) if isinstance(result, list) else "no"
+            raise Unsupported(f"forward returns {count} values; only a single tensor is supported")
+        value = self.values[result["node"]]
+        if value.kind not in (FULL, ROW, ROW_FLAT):
+            raise Unsupported(f"forward returns a {value.kind} value; only tensors of the input's shape")
+        if any(value.name == load.var for load in self.kernel.loads):
+            raise Unsupported("forward returns its input unchanged: nothing to compute")
+        self.kernel.output = value
+
+
+def _node_refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if "node" in value:
+            return [value["node"]]
+        return [n for v in value.values() for n in _node_refs(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in _node_refs(v)]
+    return []
+
+
+def _promote(values: list[Value]) -> tuple[str, ...]:
+    """The runtime dtype of a result: its tensor operands' dtypes promoted (numbers do not count)."""
+    tensors = [v for v in values if v.kind not in (SCALAR, DTYPE, PAIR)]
+    floats = [v for v in tensors if not v.is_bool]
+    atoms: list[str] = []
+    for v in floats or tensors:
+        atoms.extend(a for a in v.dtype if a not in atoms)
+    if not floats and values:
+        return ("torch.float32",)  # booleans with a Python float: torch's default dtype
+    return tuple(atoms)
+
+
+def _module_arguments(node: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
+    """A torch.nn leaf module's configuration as call arguments; numbers read from the module."""
+    path = node["target"]
+    out: dict[str, Any] = {}
+    for key, value in node.get("config", {}).items():
+        if key == "inplace":
+            out[key] = value  # whether it overwrites its input: not a number to read at call time
+        elif key in params:
+            out[key] = {"attr": f"{path}.{key}", "value": value}
+    for key, spec in node.get("params", {}).items():
+        out[key] = {"param": spec}
+    for key in ("weight", "bias"):
+        if key in params and key not in out:
+            out[key] = None
+    return out
+
+
+# ---------------------------------------------------------------------------
+# Rendering the kernel
+
+
+_POINTWISE_CONFIG = '''
+def _launch_config(n_elements):
+    """Elements per program and warps for an elementwise kernel over n_elements."""
+    # 1024 elements over 4 warps: 8 per thread, a common default for memory-bound kernels.
+    return 1024, 4
+'''
+_ROW_CONFIG = '''
+def _launch_config(n_cols):
+    """Block size and warps for one program per row of n_cols elements (the whole row in registers)."""
+    block_size = triton.next_power_of_2(n_cols)
+    num_warps = 4
+    if block_size >= 32768:
+        num_warps = 32
+    elif block_size >= 8192:
+        num_warps = 16
+    elif block_size >= 2048:
+        num_warps = 8
+    return block_size, num_warps
+'''
+
+
+_NAMED = ("layer_norm", "rms_norm", "softmax", "log_softmax")
+_REDUCTIONS = ("sum", "mean", "mean_square", "amax", "amin", "max", "min", "var", "std")
+
+
+def kernel_name(kernel: Kernel) -> str:
+    """Named for what it does: ``_rms_norm_fwd_kernel``, ``_add_layer_norm_fwd_kernel``, ..."""
+    tags = kernel.tags
+    if kernel.rows:
+        named = [t for t in tags if t in _NAMED]
+        if not named and "mean_square" in tags and "rsqrt" in tags:  # x * rsqrt(mean(x * x) + eps)
+            named = ["rms_norm"]
+        reductions = [t.replace("mean_square", "mean") for t in tags if t in _REDUCTIONS]
+        parts = named or reductions
+        first = min(i for i, t in enumerate(tags) if t in _NAMED or t in _REDUCTIONS)
+        if named and "add" in tags[:first]:
+            parts = ["add", *parts]  # a residual add fused in front
+        return "_" + "_".join(parts[:3]) + "_fwd_kernel"
+    parts = [t for t in tags if t not in ("identity",)][:4] or ["copy"]
+    return "_" + "_".join(parts) + "_kernel"
+
+
+def _masked(kernel: Kernel) -> tuple[dict[str, str], set[int]]:
+    """The ``other=`` of each load (neutral for the reduction that reads it directly), and the
+    reductions that can then skip masking their operand."""
+    wanted: dict[str, set[str]] = {}
+    for stmt in kernel.body:
+        if isinstance(stmt, Reduce):
+            wanted.setdefault(stmt.operand, set()).add(_REDUCE[stmt.op][1])
+    others: dict[str, str] = {}
+    for load in kernel.loads:
+        neutrals = wanted.get(load.var, set())
+        others[load.var] = "0" if load.is_bool else neutrals.pop() if len(neutrals) == 1 else "0.0"
+    plain = {
+        i
+        for i, stmt in enumerate(kernel.body)
+        if isinstance(stmt, Reduce) and others.get(stmt.operand) == _REDUCE[stmt.op][1]
+    }
+    return others, plain
+
+
+def render_kernel(kernel: Kernel, name: str) -> str:
+    rows = kernel.rows
+    assert kernel.output is not None
+    pointers = [f"{load.var}_ptr" for load in kernel.loads]
+    size = "n_cols" if rows else "n_elements"
+    needs_cols = not rows and any(load.kind == COL for load in kernel.loads)
+    sizes = [size, *(["n_cols"] if needs_cols else [])]
+    params = [*pointers, "out_ptr", *sizes, *(arg for arg, _ in kernel.scalars), "BLOCK_SIZE: tl.constexpr"]
+    lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
+    if rows:
+        lines += [
+            "    row = tl.program_id(0).to(tl.int64)",
+            "    cols = tl.arange(0, BLOCK_SIZE)",
+            "    mask = cols < n_cols",
+            "    offsets = row * n_cols + cols",
+        ]
+    else:
+        lines += [
+            "    pid = tl.program_id(0).to(tl.int64)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            "    mask = offsets < n_elements",
+        ]
+        if needs_cols:
+            lines.append("    cols = offsets % n_cols")
+    others, plain = _masked(kernel)
+    for load in kernel.loads:
+        where = "offsets" if load.kind == FULL else "cols"
+        text = f"tl.load({load.var}_ptr + {where}, mask=mask, other={others[load.var]})"
+        lines.append(f"    {load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
+    for i, stmt in enumerate(kernel.body):
+        if isinstance(stmt, Reduce):
+            fn, neutral = _REDUCE[stmt.op]
+            operand = stmt.operand if i in plain else f"tl.where(mask, {stmt.operand}, {neutral})"
+            lines.append(f"    {stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, axis=0)"))
+        else:
+            lines.append(f"    {stmt[0]} = {stmt[1]}")
+    out = kernel.output
+    store = f"{out.name}.to(out_ptr.dtype.element_ty)"
+    if out.kind == FULL:
+        lines.append(f"    tl.store(out_ptr + offsets, {store}, mask=mask)")
+    else:
+        lines.append(f"    tl.store(out_ptr + row, {store})")
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Rendering the module
+
+_WIDTH = 110
+
+
+def _wrap(head: str, args: list[str], indent: str = "", tail: str = "") -> list[str]:
+    """``head(args)tail`` on one line, or with the arguments on their own lines when it is too long."""
+    one = f"{indent}{head}({', '.join(args)}){tail}"
+    if len(one) <= _WIDTH:
+        return [one]
+    lines = [f"{indent}{head}("]
+    line = ""
+    for arg in args:
+        piece = f"{arg},"
+        if line and len(indent) + 4 + len(line) + 1 + len(piece) > _WIDTH:
+            lines.append(f"{indent}    {line}")
+            line = ""
+        line = f"{line} {piece}" if line else piece
+    lines += [f"{indent}    {line}", f"{indent}){tail}"]
+    return lines
+
+
+@dataclass
+class _Launch:
+    """How forward prepares and launches the kernel: statements, then the call."""
+
+    lines: list[str]
+    tensors: list[str]  # the kernel's tensor arguments, in order
+    sizes: list[str]
+    grid: str
+    result: str
+
+
+def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> str:
+    taken = {n.arg for n in ast.walk(ast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
+    local = {n: _fresh_local(n, taken) for n in _FORWARD_NAMES}
+    body = [f"def forward({signature}){returns}:"]
+    for check, why in kernel.guards:
+        body += [f"    if {check}:", f"        raise NotImplementedError({json.dumps(why)})"]
+    launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
+    body += launch.lines
+    scalars = []
+    for arg, expr in kernel.scalars:
+        if not all(part.isidentifier() for part in expr.split(".")):  # a computed value: named first
+            named = _fresh_local(arg, taken)
+            body.append(f"    {named} = {expr}")
+            expr = named
+        scalars.append(expr)
+    config = [f"BLOCK_SIZE={local['block_size']}", f"num_warps={local['num_warps']}"]
+    body += _wrap(f"{name}[{launch.grid}]", [*launch.tensors, *launch.sizes, *scalars, *config], "    ")
+    body.append(f"    return {launch.result}")
+    return "\n".join(body) + "\n"
+
+
+def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
+    """Inputs as (rows, n_cols), one program per row; the output shaped back."""
+    main, out = kernel.main, kernel.output
+    assert out is not None
+    n_cols, n_rows, o = local["n_cols"], local["n_rows"], local["out"]
+    lines = [f"    {n_cols} = {main}.shape[-1]"]
+    tensors: list[str] = []
+    flat: dict[str, str] = {}
+    for load in kernel.loads:
+        if load.placeholder is None:
+            tensors.append(load.source)
+        elif load.kind == FULL:
+            if load.placeholder not in flat:
+                flat[load.placeholder] = _fresh_local(f"{load.placeholder}_2d", taken)
+                lines.append(
+                    f"    {flat[load.placeholder]} = {load.placeholder}.reshape(-1, {n_cols}).contiguous()"
+                )
+            tensors.append(flat[load.placeholder])
+        else:
+            lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+            tensors.append(load.placeholder)
+    rows_of = f"{flat[main]}.shape[0]" if main in flat else f"{main}.numel() // {n_cols}"
+    lines.append(f"    {n_rows} = {rows_of}")
+    shape = f"({n_rows}, {n_cols})" if out.kind == FULL else f"({n_rows},)"
+    lines += _wrap(
+        f"{o} = torch.empty", [shape, f"dtype={_dtype_expr(out.dtype)}", f"device={main}.device"], "    "
+    )
+    lines.append(f"    {local['block_size']}, {local['num_warps']} = _launch_config({n_cols})")
+    back = {FULL: f"{main}.shape", ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
+    return _Launch(lines, [*tensors, o], [n_cols], f"({n_rows},)", f"{o}.reshape({back[out.kind]})")
+
+
+def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
+    """Contiguous inputs, one flat pass over the output's elements."""
+    main, out = kernel.main, kernel.output
+    assert out is not None
+    o, n_elements, block_size = local["out"], local["n_elements"], local["block_size"]
+    lines: list[str] = []
+    seen: set[str] = set()
+    for load in kernel.loads:
+        if load.placeholder is not None and load.placeholder not in seen:
+            seen.add(load.placeholder)
+            lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+    if out.dtype == (f"{main}.dtype",) and main in seen:
+        lines.append(f"    {o} = torch.empty_like({main})")
+    else:
+        args = [f"{main}.shape", f"dtype={_dtype_expr(out.dtype)}", f"device={main}.device"]
+        lines += _wrap(f"{o} = torch.empty", args, "    ")
+    lines += [
+        f"    {n_elements} = {o}.numel()",
+        f"    {block_size}, {local['num_warps']} = _launch_config({n_elements})",
+        f"    {local['grid']} = (triton.cdiv({n_elements}, {block_size}),)",
+    ]
+    sizes = [n_elements, *([f"{main}.shape[-1]"] if any(x.kind == COL for x in kernel.loads) else [])]
+    tensors = [load.placeholder or load.source for load in kernel.loads]
+    return _Launch(lines, [*tensors, o], sizes, local["grid"], o)
+
+
+def _fresh_local(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+# ---------------------------------------------------------------------------
+# The original class's constructor and what it needs from its file
+
+
+@dataclass
+class ClassParts:
+    context: list[str]  # top-level statements of the file the copied code needs, in file order
+    members: list[str]  # the constructor, class attributes and helpers it calls, verbatim
+    signature: str  # forward's parameters, as written
+    returns: str  # `` -> T`` or ""
+
+
+def _segment(lines: list[str], node: ast.stmt) -> str:
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+    return textwrap.dedent("\n".join(lines[start - 1 : node.end_lineno or node.lineno]))
+
+
+def _bound(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return {node.name}
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(a.asname or a.name).split(".")[0] for a in node.names}
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = node.targets
+    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+        targets = [node.target]
+    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+
+
+def _free_names(nodes: list[ast.AST]) -> set[str]:
+    loaded: set[str] = set()
+    stored: set[str] = set()
+    for root in nodes:
+        for n in ast.walk(root):
+            if isinstance(n, ast.Name):
+                (loaded if isinstance(n.ctx, ast.Load) else stored).add(n.id)
+            elif isinstance(n, ast.arg):
+                stored.add(n.arg)
+    return loaded - stored - set(dir(builtins))
+
+
+def class_parts(source: str, class_name: str) -> ClassParts:
+    """What the emitted class copies from the original: raises Unsupported when it cannot stand alone."""
+    tree = ast.parse(source)
+    lines = source.splitlines()
+    cls = next(
+        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name),
+        None,
+    )
+    if cls is None:
+        raise Unsupported(f"no top-level class {class_name}")
+    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
+    forward = methods.get("forward")
+    if forward is None:
+        raise Unsupported(f"{class_name} defines no forward of its own")
+    chosen: list[ast.stmt] = [n for n in cls.body if isinstance(n, ast.Assign | ast.AnnAssign)]
+    todo = ["__init__"] if "__init__" in methods else []
+    while todo:
+        method = methods[todo.pop()]
+        if method in chosen:
+            continue
+        chosen.append(method)
+        for n in ast.walk(method):
+            if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)):
+                continue
+            if n.value.id == "self" and n.attr in methods and n.attr != "forward":
+                todo.append(n.attr)
+    chosen.sort(key=lambda n: n.lineno)
+    signature = ast.unparse(forward.args)
+    returns = f" -> {ast.unparse(forward.returns)}" if forward.returns else ""
+    needed = _free_names([*chosen, forward.args, *([forward.returns] if forward.returns else [])])
+    context = _context(tree, lines, needed, class_name)
+    return ClassParts(context, [_segment(lines, n) for n in chosen], signature, returns)
+
+
+def _context(tree: ast.Module, lines: list[str], needed: set[str], class_name: str) -> list[str]:
+    """The file's top-level statements that bind ``needed`` names, and what those need in turn."""
+    binders: dict[str, ast.stmt] = {}
+    for node in tree.body:
+        for name in _bound(node):
+            binders[name] = node
+    keep: list[ast.stmt] = []
+    todo = sorted(needed - {class_name}, reverse=True)
+    while todo:
+        name = todo.pop()
+        if name not in binders:
+            raise Unsupported(f"the constructor uses {name!r}, which its file does not define at the top")
+        node = binders[name]
+        if any(node is k for k in keep):
+            continue
+        if isinstance(node, ast.ClassDef):
+            raise Unsupported(f"the constructor uses class {name} from its file")
+        if isinstance(node, ast.ImportFrom):
+            if node.level or (node.module or "").split(".")[0] not in ALLOWED_IMPORTS:
+                raise Unsupported(f"the constructor needs {name!r} from {node.module or 'a relative import'}")
+        elif isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] not in ALLOWED_IMPORTS:
+                    raise Unsupported(f"the constructor needs {name!r} from {alias.name}")
+        else:
+            todo.extend(sorted(_free_names([node]) - _bound(node), reverse=True))
+        keep.append(node)
+    keep.sort(key=lambda n: n.lineno)
+    return [_segment(lines, n) for n in keep]
+
+
+_HEADER = ("import torch", "import triton", "import triton.language as tl")
+
+
+def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str, Kernel]:
+    """(source, kernel name, kernel) for the traced module."""
+    if not trace.get("direct_module", False):
+        bases = ", ".join(trace.get("bases", [])) or "another class"
+        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    parts = class_parts(problem.source, problem.class_name)
+    kernel = _Builder(trace).build()
+    if kernel.output is None:
+        raise Unsupported("forward returns nothing")
+    name = kernel_name(kernel)
+    context = [c for c in parts.context if c not in _HEADER]
+    what = "one program per row" if kernel.rows else "one elementwise pass"
+    doc = f'"""{problem.class_name} as one Triton kernel, {name} ({what})."""'
+    blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
+    blocks.append((_ROW_CONFIG if kernel.rows else _POINTWISE_CONFIG).strip("\n") + "\n")
+    forward = render_forward(kernel, name, parts.signature, parts.returns)
+    if "_result_dtype(" in forward:
+        blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
+    if kernel.uses_tanh:
+        blocks.append(_TANH.strip("\n") + "\n")
+    blocks.append(render_kernel(kernel, name))
+    members = [*parts.members, forward]
+    body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
+    blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
+    return "\n\n".join(blocks), name, kernel
+
+
+# ---------------------------------------------------------------------------
+# The generator
+
+
+class TemplateGenerator:
+    name = "template"
+    samples = False
+
+    def generate(self, problem: Problem, n: int) -> list[Candidate]:
+        if problem.build is None:
+            raise GeneratorError("template: the module's build is not resolved yet")
+        req = {
+            "device": "cpu",
+            "file": problem.file,
+            "root": problem.root,
+            "class_name": problem.class_name,
+            "build": problem.build,
+        }
+        res = sandbox.run("runners.trace:trace", req, TRACE_LIMITS, env=None)
+        if res.outcome != "ok" or res.payload is None:
+            raise GeneratorError(f"template: tracing failed: {res.reason}")
+        if not res.payload.get("ok"):
+            raise GeneratorError(f"template: {res.payload.get('reason', 'tracing failed')}")
+        try:
+            source, kernel, built = render_module(problem, res.payload)
+        except Unsupported as exc:
+            raise GeneratorError(f"template: {exc}") from None
+        pattern = "row reduction" if built.rows else "pointwise"
+        return [Candidate(kernel.strip("_"), self.name, source, {"kernel": kernel, "pattern": pattern})]

@@ -1,0 +1,358 @@
+"""The template generator: Triton for common patterns, checked by the real engine.
+
+Every class in tests/problems/templates.py goes through ``kernelize run
+--generator template`` on the CPU (Triton interpreter), so each generated
+kernel is built, compared with a float64 reference on three seeds and on other
+shapes, and screened like any other candidate. The CLI runs happen once, side
+by side, in a module fixture (each sandbox starts a fresh Python, ~4 s):
+float32 over the whole file plus the README's RMSNorm, float16 and bfloat16
+over a few classes (float16 with ``--kernel-only``, so the generated module is
+also checked standalone, without the original file around it).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runners import trace, verify
+from runners.discover import find_modules
+from runners.generators import AVAILABLE, make_generator
+from runners.generators.base import Problem
+from runners.generators.template import TemplateGenerator, Unsupported, class_parts, render_module
+from runners.pipeline import problems_for
+
+ROOT = Path(__file__).resolve().parents[2]
+FILE = "tests/problems/templates.py"
+INTERPRET = {"TRITON_INTERPRET": "1"}
+
+SUPPORTED = {
+    # class: the kernel it gets
+    "BiasGeluScale": "_add_gelu_mul_gelu_tanh_kernel",
+    "ResidualRelu": "_add_relu_mul_sub_kernel",
+    "Activations": "_silu_sigmoid_tanh_mul_kernel",
+    "ClampWhere": "_gt_mul_where_le_kernel",
+    "Casts": "_mul_sub_sigmoid_kernel",
+    "LtMask": "_mul_lt_kernel",
+    "ScaledSoftmax": "_softmax_fwd_kernel",
+    "LogSoftmax": "_log_softmax_fwd_kernel",
+    "HandSoftmax": "_max_sum_fwd_kernel",
+    "ResidualLayerNorm": "_add_layer_norm_fwd_kernel",
+    "FunctionalLayerNorm": "_layer_norm_fwd_kernel",
+    "HandRMSNorm": "_rms_norm_fwd_kernel",
+    "TorchRMSNorm": "_rms_norm_fwd_kernel",
+    "MeanVarNorm": "_mean_var_fwd_kernel",
+    "NormAct": "_layer_norm_fwd_kernel",
+    "RowSum": "_sum_amax_amin_fwd_kernel",
+}
+DECLINED = {
+    # class: what the report says, in order
+    "Linear": ["generator: template: ", "unsupported op nn.Linear (node 'proj')"],
+    "MatMul": ["generator: template: ", "unsupported op torch.matmul (node 'matmul')"],
+    "ColumnSum": ["generator: template: ", "unsupported sum over dim 0", "Tensor.sum, node 'sum_1'"],
+    "ColumnBias": ["generator: template: ", "unsupported broadcast", "[16, 1]", "operator.add, node 'add'"],
+    "DataDependent": ["generator: template: ", "torch.fx cannot trace forward", "control flow"],
+}
+# The bfloat16 runs pass in the interpreter too (Triton emulates bf16 there).
+HALF = {
+    "float16": ["ResidualLayerNorm", "HandRMSNorm", "Casts", "ClampWhere"],
+    "bfloat16": ["ScaledSoftmax", "BiasGeluScale", "TorchRMSNorm"],
+}
+
+
+def _run(cli: Any, out: Path, args: list[str]) -> dict[str, Any]:
+    """``kernelize run ARGS --generator template`` on the CPU: the report's modules by target."""
+    json_path = out / "report.json"
+    options = ["--generator", "template", "--device", "cpu", "--json", str(json_path), "--quiet"]
+    rc, _, stderr = cli(["run", *args, *options], env=INTERPRET)
+    assert rc == 0, stderr
+    assert "Traceback" not in stderr
+    report = json.loads(json_path.read_text(encoding="utf-8"))
+    return {m["target"].removeprefix("tests/problems/"): m for m in report["modules"]}
+
+
+@pytest.fixture(scope="module")
+def runs(cli, tmp_path_factory) -> dict[str, dict[str, Any]]:
+    """dtype -> target (``templates.py::Casts``) -> the module's report."""
+    jobs = {
+        "float32": [FILE, "tests/problems/layers.py::RMSNorm"],
+        "float16": [*(f"{FILE}::{c}" for c in HALF["float16"]), "--dtype", "float16", "--kernel-only"],
+        "bfloat16": [*(f"{FILE}::{c}" for c in HALF["bfloat16"]), "--dtype", "bfloat16"],
+    }
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        futures = {k: pool.submit(_run, cli, tmp_path_factory.mktemp(k), args) for k, args in jobs.items()}
+        return {k: f.result() for k, f in futures.items()}
+
+
+def _only_candidate(module: dict[str, Any]) -> dict[str, Any]:
+    assert len(module["candidates"]) == 1, module["candidates"]
+    cand: dict[str, Any] = module["candidates"][0]
+    assert cand["generator"] == "template"
+    return cand
+
+
+@pytest.mark.parametrize("name", sorted(SUPPORTED))
+def test_supported_module_gets_a_correct_kernel(runs, name):
+    module = runs["float32"][f"templates.py::{name}"]
+    cand = _only_candidate(module)
+    assert cand["status"] == "correct", cand["reason"]
+    assert cand["id"] == SUPPORTED[name].strip("_")
+    assert cand["provenance"]["kernel"] == SUPPORTED[name]
+    assert cand["triton_launches"] == 1  # one fused kernel
+    assert cand["torch_ops_kept"] == []  # nothing left to PyTorch
+    assert len(cand["shapes_checked"]) > 3  # the example shape, then other batch and row sizes
+    assert module["best"] == cand["id"]
+    assert f"def {SUPPORTED[name]}(" in module["best_source"]
+
+
+@pytest.mark.parametrize(
+    ("dtype", "name"), [(dtype, name) for dtype, names in HALF.items() for name in names]
+)
+def test_half_precision(runs, dtype, name):
+    cand = _only_candidate(runs[dtype][f"templates.py::{name}"])
+    assert cand["status"] == "correct", cand["reason"]
+    assert cand["max_abs_error"] is not None
+
+
+def test_readme_target(runs):
+    """``kernelize run tests/problems/layers.py::RMSNorm --generator template``."""
+    module = runs["float32"]["layers.py::RMSNorm"]
+    cand = _only_candidate(module)
+    assert cand["status"] == "correct", cand["reason"]
+    assert cand["provenance"]["kernel"] == "_rms_norm_fwd_kernel"
+    assert module["build_source"] == "guess"
+
+
+@pytest.mark.parametrize("name", sorted(DECLINED))
+def test_declined_module_names_the_op(runs, name):
+    module = runs["float32"][f"templates.py::{name}"]
+    cand = _only_candidate(module)
+    assert cand["status"] == "error"
+    pos = 0
+    for fragment in DECLINED[name]:
+        found = cand["reason"].find(fragment, pos)
+        assert found >= 0, f"{fragment!r} not in {cand['reason']!r}"
+        pos = found
+    assert module["best"] is None
+
+
+def test_every_class_in_the_file_is_covered(runs):
+    classes = {m.name for m in find_modules((ROOT / FILE).read_text(), FILE)}
+    assert classes == {*SUPPORTED, *DECLINED}
+    assert set(runs["float32"]) == {*(f"templates.py::{c}" for c in classes), "layers.py::RMSNorm"}
+
+
+# ---------------------------------------------------------------------------
+# In-process: determinism, and what the code is made of
+
+
+@pytest.fixture(scope="module")
+def rms_norm_problem() -> Problem:
+    (problem,), _ = problems_for(str(ROOT / "tests/problems/layers.py"), str(ROOT), "RMSNorm")
+    req = {
+        "device": "cpu",
+        "file": problem.file,
+        "root": problem.root,
+        "class_name": "RMSNorm",
+        "dtype": None,
+    }
+    prep = verify.prepare(req)
+    assert prep["ok"], prep
+    problem.build = prep["build"]
+    return problem
+
+
+def test_generating_twice_gives_the_same_code(rms_norm_problem):
+    first = TemplateGenerator().generate(rms_norm_problem, 1)
+    second = TemplateGenerator().generate(rms_norm_problem, 4)  # n means nothing to it
+    assert len(first) == len(second) == 1
+    assert first[0].source == second[0].source
+    assert first[0].sha256 == second[0].sha256
+
+
+def test_generated_code_reads_like_a_kernel_library(rms_norm_problem):
+    (cand,) = TemplateGenerator().generate(rms_norm_problem, 1)
+    source = cand.source
+    ast.parse(source)
+    assert verify.screen_source(source) is None
+    for line in ("import torch", "import triton", "import triton.language as tl", "import torch.nn as tnn"):
+        assert line in source.splitlines()
+    assert "def _launch_config(n_cols):" in source
+    assert (
+        "@triton.jit\ndef _rms_norm_fwd_kernel(x_ptr, weight_ptr, out_ptr, n_cols, eps, BLOCK_SIZE" in source
+    )
+    assert "tl.where(mask, pow_1, 0.0)" in source  # masked lanes are neutral for the sum
+    assert ".to(out_ptr.dtype.element_ty)" in source
+    # The constructor is the original's, verbatim; eps is read from the instance at call time.
+    original = (ROOT / "tests/problems/layers.py").read_text()
+    init = "    def __init__(self, dim: int, eps: float = 1e-6):"
+    assert init in original and init in source
+    assert "self.weight = tnn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))" in source
+    assert ", self.eps, BLOCK_SIZE=" in source
+    assert "1e-06" not in source
+
+
+def test_trace_marks_numbers_read_from_the_module(rms_norm_problem):
+    req = {"file": rms_norm_problem.file, "root": rms_norm_problem.root, "class_name": "RMSNorm"}
+    graph = trace.trace({**req, "build": rms_norm_problem.build})
+    assert graph["ok"], graph
+    add = next(n for n in graph["nodes"] if n["name"] == "add")
+    assert add["args"] == [{"node": "mean"}, {"attr": "eps", "value": 1e-06}]
+    assert add["shape"] == [2, 16, 1]
+    weight = next(n for n in graph["nodes"] if n["op"] == "get_attr")
+    assert weight == {
+        "name": "weight",
+        "op": "get_attr",
+        "target": "weight",
+        "kind": "parameter",
+        "shape": [64],
+        "dtype": "float32",
+    }
+
+
+def test_trace_refuses_a_graph_that_depends_on_an_attribute(tmp_path):
+    path = tmp_path / "gated.py"
+    path.write_text(
+        textwrap.dedent(
+            """
+            import torch
+
+            class Gated(torch.nn.Module):
+                def __init__(self, scale=2.0):
+                    super().__init__()
+                    self.scale = scale
+
+                def forward(self, x):
+                    return x * 3.0 if self.scale > 1.0 else x
+            """
+        )
+    )
+    spec = {"tensor": {"shape": [4, 8], "dtype": "float32", "dist": "normal"}}
+    build = {"source": "guess", "init_args": [], "init_kwargs": {}, "inputs": [spec]}
+    req = {"file": str(path), "root": str(tmp_path), "class_name": "Gated", "build": build}
+    assert trace.trace(req) == {
+        "ok": False,
+        "reason": "forward's structure depends on self.scale (another value traces another graph)",
+    }
+
+
+def test_template_is_registered():
+    assert "template" in AVAILABLE
+    assert isinstance(make_generator("template", {}), TemplateGenerator)
+
+
+# ---------------------------------------------------------------------------
+# Pure parts, on plain values
+
+
+def _problem(source: str, name: str) -> Problem:
+    module = next(m for m in find_modules(source, "m.py") if m.name == name)
+    return Problem("/x/m.py", "/x", "m.py", name, source, module, build={"inputs": []})
+
+
+def _node(name: str, op: str, target: str, *args: Any, shape: list[int] | None = None) -> dict[str, Any]:
+    node: dict[str, Any] = {"name": name, "op": op, "target": target, "args": list(args), "kwargs": {}}
+    if shape is not None:
+        node.update(shape=shape, dtype="float32")
+    return node
+
+
+SOURCE = textwrap.dedent(
+    """
+    import torch
+    import torch.nn as tnn
+    from mypkg import make_weight
+
+    SIZE = 4
+    OFFSET = SIZE * 2
+
+    def _ones(n):
+        return torch.ones(n + OFFSET)
+
+    class Shift(tnn.Module):
+        scale = 2.0
+
+        def __init__(self, dim):
+            super().__init__()
+            self.weight = tnn.Parameter(_ones(dim))
+
+        def forward(self, x):
+            return x + self.weight
+
+    class Loaded(tnn.Module):
+        def __init__(self, dim):
+            super().__init__()
+            self.weight = tnn.Parameter(make_weight(dim))
+
+        def forward(self, x):
+            return x
+    """
+)
+
+
+def test_constructor_brings_what_it_needs_from_its_file():
+    parts = class_parts(SOURCE, "Shift")
+    assert parts.context == [
+        "import torch",
+        "import torch.nn as tnn",
+        "SIZE = 4",
+        "OFFSET = SIZE * 2",
+        "def _ones(n):\n    return torch.ones(n + OFFSET)",
+    ]
+    assert parts.members[0] == "scale = 2.0"
+    assert parts.members[1].startswith("def __init__(self, dim):\n    super().__init__()")
+    assert parts.signature == "self, x"
+
+
+def test_constructor_that_needs_another_package_is_declined():
+    with pytest.raises(Unsupported, match="'make_weight' from mypkg"):
+        class_parts(SOURCE, "Loaded")
+
+
+def test_unsupported_op_is_named_with_its_node():
+    trace = {
+        "ok": True,
+        "direct_module": True,
+        "nodes": [
+            _node("x", "placeholder", "x", shape=[8, 32]),
+            _node("mm", "call_function", "torch.mm", {"node": "x"}, {"node": "x"}, shape=[8, 8]),
+            _node("output", "output", "output", {"node": "mm"}),
+        ],
+    }
+    with pytest.raises(Unsupported, match=r"^unsupported op torch\.mm \(node 'mm'\)$"):
+        render_module(_problem(SOURCE, "Shift"), trace)
+
+
+def test_a_row_vector_broadcasts_and_anything_else_is_declined():
+    def trace(bias_shape: list[int]) -> dict[str, Any]:
+        return {
+            "ok": True,
+            "direct_module": True,
+            "nodes": [
+                _node("x", "placeholder", "x", shape=[8, 32]),
+                {**_node("weight", "get_attr", "weight", shape=bias_shape), "kind": "parameter"},
+                _node(
+                    "add", "call_function", "operator.add", {"node": "x"}, {"node": "weight"}, shape=[8, 32]
+                ),
+                _node("output", "output", "output", {"node": "add"}),
+            ],
+        }
+
+    source, kernel, _ = render_module(_problem(SOURCE, "Shift"), trace([32]))
+    assert kernel == "_add_kernel"
+    assert "cols = offsets % n_cols" in source
+    assert "weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)" in source
+    with pytest.raises(Unsupported, match=r"unsupported broadcast: weight has shape \[8, 1\]"):
+        render_module(_problem(SOURCE, "Shift"), trace([8, 1]))
+
+
+def test_subclass_of_another_module_is_declined():
+    trace = {"ok": True, "direct_module": False, "bases": ["m.Base"], "nodes": []}
+    with pytest.raises(Unsupported, match=r"derives from m\.Base"):
+        render_module(_problem(SOURCE, "Shift"), trace)
