@@ -124,7 +124,7 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
         base = settings.public_url or str(request.base_url)
         return base.rstrip("/") + "/oauth/callback"
 
-    def page_context(session: Session, who: WebSession | None) -> dict[str, Any]:
+    def page_context(who: WebSession | None) -> dict[str, Any]:
         return {"login": who.login if who else None, "sign_in": bool(settings.github_client_id)}
 
     @pages.get("/", response_class=HTMLResponse)
@@ -140,7 +140,7 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
                     select(Suggestion.installation_id).where(Suggestion.repository == repository).limit(1)
                 ).scalar_one()
                 rows.append({"repository": repository, "account": accounts.get(inst, ""), **stats})
-            return render("index.html.j2", repos=rows, **page_context(session, who))
+            return render("index.html.j2", repos=rows, **page_context(who))
 
     @pages.get("/repos/{owner}/{repo}", response_class=HTMLResponse)
     def repository_page(owner: str, repo: str, request: Request) -> HTMLResponse:
@@ -148,7 +148,7 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
         with sessions() as session:
             who = viewer(session, request)
             if repository not in visible(session, who):
-                return render("missing.html.j2", 404, what=repository, **page_context(session, who))
+                return render("missing.html.j2", 404, what=repository, **page_context(who))
             stats = tracking.stats(session, repository=repository)
             rows = list(
                 session.execute(
@@ -173,19 +173,14 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
                 suggestions=rows,
                 status_chart=status_chart,
                 speed_chart=speed_chart,
-                **page_context(session, who),
+                **page_context(who),
             )
 
     @pages.get("/login")
     def login(request: Request) -> Response:
         if not settings.github_client_id:
-            with sessions() as session:
-                return render(
-                    "missing.html.j2",
-                    503,
-                    what="sign-in (not configured on this server)",
-                    **page_context(session, None),
-                )
+            what = "sign-in (not configured on this server)"
+            return render("missing.html.j2", 503, what=what, **page_context(None))
         state = secrets.token_urlsafe(24)
         target = authorize_url(
             settings.github_web_url, settings.github_client_id or "", callback_url(request), state

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-PLAN_TASK = "kernelize.plan_pull_request"
-COMMAND_TASK = "kernelize.command"
-INSTALLATION_TASK = "kernelize.installation"
-TRACK_TASK = "kernelize.track"
+from runners.celery_app import COMMAND_TASK, INSTALLATION_TASK, PLAN_TASK, TRACK_TASK
+
 PR_ACTIONS = frozenset({"opened", "reopened", "synchronize", "ready_for_review", "labeled"})
 INSTALLATION_EVENTS = frozenset({"installation", "installation_repositories"})
 COMMAND_WORD = "/kernelize"

@@ -78,10 +78,6 @@ def pull_jobs(session: Session, repository: str, number: int, *, active: bool = 
     return list(session.execute(query.order_by(Job.id)).scalars())
 
 
-def get(session: Session, job_id: int) -> Job | None:
-    return session.get(Job, job_id)
-
-
 def finish(
     session: Session, job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = ""
 ) -> Job | None:
