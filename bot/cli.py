@@ -9,12 +9,17 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import subprocess
 import sys
 import traceback
-from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from runners.observability import JsonFormatter  # re-exported: tests and bench/ import it from here
+
+if TYPE_CHECKING:
+    from runners.generators import Generator
 
 USER_ERROR, INTERNAL_ERROR = 2, 1
 
@@ -38,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
         action="append",
         dest="generators",
         metavar="NAME",
-        help="candidate generator (repeatable; default: files)",
+        help="candidate generator (repeatable; default: files with --candidates, else every generator "
+        "this machine can run: kernelllm with its weights on a GPU, inductor on a GPU, template)",
     )
     run.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
     run.add_argument(
@@ -89,6 +95,23 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument(
         "--concurrency", type=int, default=1, help="processes (default 1: one task at a time)"
     )
+    worker.add_argument(
+        "--gpus",
+        metavar="0,1,…",
+        help="gpu queue: one worker process per GPU, each seeing only its own (CUDA_VISIBLE_DEVICES)",
+    )
+    worker.add_argument(
+        "--warm",
+        action="append",
+        metavar="GENERATOR",
+        help="gpu queue: load this generator's model before taking tasks (repeatable)",
+    )
+    worker.add_argument(
+        "--health-port",
+        type=int,
+        metavar="PORT",
+        help="with --gpus: serve /healthz and /metrics (Prometheus) on this port",
+    )
     serve = sub.add_parser(
         "serve", help="receive GitHub webhooks (settings from KERNELIZE_* variables or .env)"
     )
@@ -100,6 +123,26 @@ def build_parser() -> argparse.ArgumentParser:
         default=None,
         help="also run a worker for both queues (default: on with the embedded broker, off otherwise)",
     )
+    setup = sub.add_parser(
+        "setup", help="create the GitHub App from deploy/app-manifest.json and write its settings"
+    )
+    setup.add_argument("--url", required=True, help="this server's public base URL (webhooks, sign-in)")
+    setup.add_argument("--org", help="create the App for this organization (default: your account)")
+    setup.add_argument("--name", help="the App's name (default: the manifest's)")
+    setup.add_argument(
+        "--github-web-url", default="https://github.com", help="GitHub Enterprise: https://HOST"
+    )
+    setup.add_argument(
+        "--github-api-url", default="https://api.github.com", help="GitHub Enterprise: https://HOST/api/v3"
+    )
+    setup.add_argument("--env-file", default=".env", help="settings file to write (default .env)")
+    setup.add_argument("--port", type=int, default=0, help="local port for the browser (default: any)")
+    setup.add_argument("--no-browser", action="store_true", help="print the local URL, open no browser")
+    setup.add_argument(
+        "--timeout", type=float, default=900.0, metavar="SECONDS", help="wait this long (default 900)"
+    )
+    setup.add_argument("--force", action="store_true", help="replace settings already in the env file")
+    setup.add_argument("--manifest", help="App manifest to start from (default deploy/app-manifest.json)")
     return parser
 
 
@@ -122,7 +165,6 @@ def _root_for(config: str | None) -> Path:
 def cmd_run(args: argparse.Namespace) -> int:
     from runners import pipeline, render
     from runners.discover import DiscoveryError
-    from runners.generators import GeneratorError, make_generator
     from runners.inputs import ConfigError, load_module_entries
     from runners.results import RunReport, to_dict
 
@@ -169,23 +211,21 @@ def cmd_run(args: argparse.Namespace) -> int:
         problems += found
 
     device = _device(args.device)
-    try:
-        options = {
-            "candidates": args.candidates,
-            "model": args.model,
-            "device": device,
-            "temperature": args.temperature,
-            "top_p": args.top_p,
-            "max_new_tokens": args.max_new_tokens,
-            "seed": args.seed,
-            "api_base": args.api_base,
-            "api_mode": args.api_mode,
-            "api_key_env": args.api_key_env,
-            "timeout_s": args.timeout,
-        }
-        generators = [make_generator(name, options) for name in (args.generators or ["files"])]
-    except GeneratorError as exc:
-        raise UserError(str(exc)) from None
+    options = {
+        "candidates": args.candidates,
+        "model": args.model,
+        "device": device,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_new_tokens": args.max_new_tokens,
+        "seed": args.seed,
+        "api_base": args.api_base,
+        "api_mode": args.api_mode,
+        "api_key_env": args.api_key_env,
+        "timeout_s": args.timeout,
+        "dtype": args.dtype,
+    }
+    generators, unavailable = _generators(args.generators, args.candidates, device, options)
 
     settings = pipeline.Settings(
         device=device,
@@ -204,7 +244,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     )
     report = RunReport(device=pipeline.describe_device(device), min_speedup=args.min_speedup)
     for problem in problems:
-        report.modules.append(pipeline.kernelize(problem, generators, settings, progress))
+        module = pipeline.kernelize(problem, generators, settings, progress)
+        module.unavailable = dict(unavailable)
+        report.modules.append(module)
 
     if args.json:
         Path(args.json).write_text(json.dumps(to_dict(report), indent=2) + "\n", encoding="utf-8")
@@ -223,6 +265,39 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generators(
+    named: list[str] | None, candidates: str | None, device: str, options: dict[str, Any]
+) -> tuple[list[Generator], dict[str, str]]:
+    """The generators to ask, and those left out with the reason.
+
+    Unnamed: ``files`` when there is a candidates folder, else the default portfolio (every
+    generator this machine can run). A named generator that cannot run here is reported, not
+    fatal, unless none is left."""
+    from runners.generators import AVAILABLE, GeneratorError, default_portfolio, make_generator
+
+    unavailable: dict[str, str] = {}
+    if named:
+        names = list(dict.fromkeys(named))
+        unknown = [n for n in names if n not in AVAILABLE]
+        if unknown:
+            raise UserError(f"unknown generator {unknown[0]!r} (available: {', '.join(AVAILABLE)})")
+    elif candidates:
+        names = ["files"]
+    else:
+        names, unavailable = default_portfolio(device, options)
+    generators: list[Generator] = []
+    for name in names:
+        try:
+            generators.append(make_generator(name, options))
+        except GeneratorError as exc:
+            unavailable[name] = str(exc)
+    if not generators:
+        raise UserError(
+            "no generator can run here: " + "; ".join(f"{n}: {w}" for n, w in unavailable.items())
+        )
+    return generators, unavailable
+
+
 def _device(choice: str) -> str:
     import torch
 
@@ -233,41 +308,41 @@ def _device(choice: str) -> str:
     return choice
 
 
-class JsonFormatter(logging.Formatter):
-    """One JSON object a line: time, level, logger, message and the record's ``extra`` fields."""
-
-    # uvicorn adds color_message (the same text with ANSI colours) to its records.
-    _SKIP = frozenset(logging.makeLogRecord({}).__dict__) | {
-        "message",
-        "asctime",
-        "taskName",
-        "color_message",
-    }
-
-    def format(self, record: logging.LogRecord) -> str:
-        entry: dict[str, Any] = {
-            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
-            "level": record.levelname,
-            "logger": record.name,
-            "msg": record.getMessage(),
-        }
-        entry |= {key: value for key, value in record.__dict__.items() if key not in self._SKIP}
-        if record.exc_info:
-            entry["exc"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
-
-
 def cmd_worker(args: argparse.Namespace) -> int:
     """A Celery worker. ``github`` needs the GitHub App's settings; ``gpu`` alone reads only the broker
-    from the environment and holds no credentials (runners/worker.py)."""
+    from the environment and holds no credentials (runners/worker.py); ``--gpus`` runs one per GPU
+    under runners/supervisor.py."""
     queues = [q.strip() for q in args.queues.split(",") if q.strip()]
     unknown = set(queues) - {"github", "gpu"}
     if not queues or unknown:
         raise UserError(f"--queues takes github and/or gpu, got {args.queues!r}")
+    if (args.gpus is not None or args.health_port is not None or args.warm) and queues != ["gpu"]:
+        raise UserError("--gpus, --warm and --health-port are for GPU workers: use them with --queues gpu")
+    if args.health_port is not None and not 0 < args.health_port < 65536:
+        raise UserError(f"--health-port must be between 1 and 65535, got {args.health_port}")
+    if args.health_port is not None and args.gpus is None:
+        raise UserError("--health-port needs --gpus (the supervisor serves it)")
+    if args.concurrency < 1:
+        raise UserError(f"--concurrency must be at least 1, got {args.concurrency}")
+    warm = [arg for name in args.warm or [] for arg in ("--warm", name)]
+    if args.gpus is not None:
+        from runners import supervisor
+
+        try:
+            gpus = supervisor.parse_gpus(args.gpus)
+        except supervisor.GpuListError as exc:
+            raise UserError(str(exc)) from None
+        if args.concurrency != 1:
+            raise UserError("--gpus runs one process per GPU, one task at a time: drop --concurrency")
+        from runners.observability import configure_logging
+
+        configure_logging()
+        command = [sys.executable, "-m", "runners.worker", "--queues", "gpu", "--hostname", "gpu{gpu}@%h"]
+        return supervisor.supervise(gpus, [*command, *warm], health_port=args.health_port)
     if "github" not in queues:
         from runners import worker
 
-        return worker.main(["--queues", ",".join(queues), "--concurrency", str(args.concurrency)])
+        return worker.main(["--queues", ",".join(queues), "--concurrency", str(args.concurrency), *warm])
     from bot.settings import SettingsError, load_settings
     from runners.celery_app import make_celery
 
@@ -280,12 +355,14 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "the github queue needs KERNELIZE_GITHUB_APP_ID and KERNELIZE_GITHUB_PRIVATE_KEY(_PATH)"
         )
     from bot import tasks as bot_tasks
+    from runners import observability
     from runners import tasks as runner_tasks
 
     app = make_celery(settings.broker_url, settings.result_backend)
     bot_tasks.register(app)
     if "gpu" in queues:  # one machine doing both: the same process also runs the engine
         runner_tasks.register(app)
+    observability.instrument()  # JSON logs with the delivery id, task id and repository of each task
     pool = ["--pool", "solo"] if args.concurrency == 1 else ["--concurrency", str(args.concurrency)]
     app.worker_main(
         [
@@ -327,7 +404,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from bot import db
     from bot.web import create_app
-    from runners.celery_app import celery_broker_ok, celery_enqueue, make_celery
+    from runners.celery_app import celery_broker_ok, celery_enqueue, celery_queue_depth, make_celery
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
@@ -351,6 +428,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         enqueue=celery_enqueue(celery),
         session_factory=db.session_factory(engine),
         broker_ok=celery_broker_ok(celery),
+        queue_depth=celery_queue_depth(celery),
     )
     # One machine, no services: the embedded broker and a worker for both queues beside the web app.
     embedded = settings.broker_url.startswith("sqla+")
@@ -371,6 +449,43 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_setup(args: argparse.Namespace) -> int:
+    """GitHub's manifest flow through a local page (bot/setup.py); one line on success."""
+    from bot import setup
+
+    if not 0 <= args.port < 65536:
+        raise UserError(f"--port must be between 0 and 65535, got {args.port}")
+    if args.timeout <= 0:
+        raise UserError(f"--timeout must be positive, got {args.timeout}")
+    if args.org is not None and not re.fullmatch(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,38})", args.org):
+        raise UserError(f"--org: {args.org!r} is not a GitHub organization name")
+    try:
+        options = setup.SetupOptions(
+            public_url=setup.check_base_url(args.url, "--url"),
+            env_file=Path(args.env_file),
+            org=args.org,
+            name=args.name,
+            web_url=setup.check_base_url(args.github_web_url, "--github-web-url"),
+            api_url=setup.check_base_url(args.github_api_url, "--github-api-url"),
+            port=args.port,
+            open_browser=not args.no_browser,
+            timeout_s=args.timeout,
+            force=args.force,
+            manifest_path=Path(args.manifest) if args.manifest else setup.MANIFEST_PATH,
+        )
+        outcome = setup.run(options, say=lambda line: print(line, flush=True))
+    except setup.SetupError as exc:
+        raise UserError(str(exc)) from None
+    app = outcome.app or {}
+    print(
+        f"kernelize: created the GitHub App {app.get('slug') or app.get('id')} (id {app.get('id')}); "
+        f"settings in {outcome.env_file}, key in {outcome.pem}; "
+        f"install it: {app.get('html_url')}/installations/new",
+        flush=True,
+    )
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
@@ -380,6 +495,8 @@ def main(argv: list[str] | None = None) -> int:
             return cmd_serve(args)
         if args.command == "worker":
             return cmd_worker(args)
+        if args.command == "setup":
+            return cmd_setup(args)
         raise UserError(f"unknown command {args.command}")
     except UserError as exc:
         print(f"kernelize: error: {exc}", file=sys.stderr)

@@ -44,8 +44,7 @@ CONFIG_PATH = ".github/kernelize.yml"
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 # Where override errors point: the options come from a `/kernelize ...` comment, not from the file.
 COMMAND_SOURCE = "/kernelize"
-# "inductor" is announced; a config may name it before the server has it.
-GENERATORS: tuple[str, ...] = tuple(dict.fromkeys((*AVAILABLE, "inductor", "template")))
+GENERATORS: tuple[str, ...] = AVAILABLE
 OVERRIDABLE = ("generators", "samples", "dtypes", "min_speedup")
 DEFAULT_MIN_SPEEDUP = 1.05  # what the server uses unless its settings say otherwise
 TOLERANCE_FIELDS = ("atol", "rtol", "l2")

@@ -68,7 +68,8 @@ class Settings(BaseSettings):
     result_backend: str | None = None
     max_body_bytes: int = 25 * 2**20  # GitHub caps payloads at 25 MB
     # How the engine runs for pull requests (the repository config may narrow these later).
-    generators: Annotated[list[str], NoDecode] = ["kernelllm"]  # KERNELIZE_GENERATORS=kernelllm,files
+    # KERNELIZE_GENERATORS=kernelllm,template; unset: each GPU worker's default portfolio (what it can run)
+    generators: Annotated[list[str], NoDecode] = []
     samples: int = 4
     min_speedup: float = 1.05
     candidate_timeout_s: float = 300.0

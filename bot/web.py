@@ -19,6 +19,7 @@ from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import api, dashboard, db
+from bot.metrics import StateCollector
 from bot.settings import Settings
 from bot.webhooks import SIGNATURE_HEADER, BadDelivery, WebhookDelivery, parse_delivery, verify_signature
 
@@ -59,6 +60,7 @@ def create_app(
     enqueue: Enqueue,
     session_factory: sessionmaker[Session] | None = None,
     broker_ok: Callable[[], bool] | None = None,
+    queue_depth: Callable[[], dict[str, int]] | None = None,
 ) -> FastAPI:
     sessions = session_factory or db.session_factory(db.make_engine(settings.database_url))
     if settings.webhook_secret is None:
@@ -75,6 +77,8 @@ def create_app(
         buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         registry=registry,
     )
+    # Queue depth, jobs and GPU-seconds per installation: read from the broker and the database at scrape.
+    registry.register(StateCollector(sessions, queue_depth))
     # The OpenAPI description covers the suggestions API only (the webhook is GitHub's to call).
     app = FastAPI(
         title="Kernelize", docs_url="/api/v1/docs", redoc_url=None, openapi_url="/api/v1/openapi.json"

@@ -53,6 +53,10 @@ def _transport_options(broker_url: str) -> dict[str, Any]:
         # must outlast the longest task (kombu's default, 1 h, is shorter than a big module's run),
         # and is what brings back the task of a worker that died.
         options["visibility_timeout"] = visibility_timeout()
+        # How often a worker looks for such tasks: kombu 5.7 scans every 10th sweep of 10 s (100 s).
+        # Every sweep is one ZRANGE on a small index; a short timeout is also swept sooner.
+        options["unacked_restore_throttle"] = 1
+        options["unacked_restore_interval"] = max(1.0, min(10.0, visibility_timeout() / 3))
     # Not for sqla+: that transport hands unknown options to create_engine(), which rejects them.
     return options
 
@@ -114,3 +118,23 @@ def celery_broker_ok(app: Celery) -> Callable[[], bool]:
         return True
 
     return broker_ok
+
+
+def celery_queue_depth(app: Celery) -> Callable[[], dict[str, int]]:
+    """A ``queue_depth()`` for /metrics: tasks waiting in each queue (not those being run)."""
+
+    def depth() -> dict[str, int]:
+        counts = {}
+        with app.connection_for_read() as conn:
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=CONNECT_TIMEOUT_S)
+            for name in (GITHUB_QUEUE, GPU_QUEUE):
+                channel = conn.channel()
+                try:
+                    counts[name] = int(channel.queue_declare(queue=name, passive=True).message_count)
+                except conn.channel_errors:  # never declared, or Redis dropped the empty list: none waiting
+                    counts[name] = 0
+                finally:
+                    channel.close()
+        return counts
+
+    return depth

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import jinja2
 
-from runners.results import CandidateResult, ModuleReport, RunReport
+from runners.results import CandidateResult, ModuleReport, RunReport, generator_outcomes
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -24,6 +24,7 @@ def environment() -> jinja2.Environment:
     env.filters["ms"] = fmt_ms
     env.filters["x"] = fmt_speedup
     env.filters["err"] = fmt_err
+    env.globals["outcomes"] = generator_outcomes  # per generator: won, or why it lost
     return env
 
 
@@ -85,6 +86,13 @@ def text_table(report: RunReport, width: int = 60) -> str:
 
     out = [line(header), line(["-" * w for w in widths]), *map(line, clipped)]
     dev = report.device
+    for m in report.modules:
+        if m.status == "skipped":
+            continue
+        found = generator_outcomes(m, dev.kind == "cuda", report.min_speedup)
+        name_width = max((len(o.generator) for o in found), default=0)
+        out.append(f"\n{m.target}, by generator:")
+        out += [f"  {o.generator.ljust(name_width)}  {o.why}" for o in found]
     timing = "timed on " + dev.name if dev.kind == "cuda" else "not timed (no GPU): Triton interpreter"
     out.append(f"\n* best candidate · {timing} · torch {dev.torch} · triton {dev.triton}")
     return "\n".join(out)

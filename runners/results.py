@@ -108,9 +108,83 @@ class ModuleReport:
     best: str | None = None
     best_source: str | None = None  # the winning candidate's code, exactly as verified
     snippet: str | None = None  # how to make an unbuildable module buildable
+    unavailable: dict[str, str] = field(default_factory=dict)  # generators not run here -> why
 
     def best_candidate(self) -> CandidateResult | None:
         return next((c for c in self.candidates if c.id == self.best), None)
+
+
+@dataclass
+class GeneratorOutcome:
+    """What one generator did for one module, and why it won or lost."""
+
+    generator: str
+    candidates: int  # candidates it produced (0 when it declined or was unavailable)
+    best: str | None  # its best candidate: the winner, its fastest correct one, or its first
+    won: bool
+    why: str
+
+
+def generator_outcomes(m: ModuleReport, timed: bool, min_speedup: float) -> list[GeneratorOutcome]:
+    """One line per generator asked (in the order they answered), then the unavailable ones."""
+    winner = m.best_candidate()
+    out: list[GeneratorOutcome] = []
+    for gen in dict.fromkeys(c.generator for c in m.candidates):
+        cands = [c for c in m.candidates if c.generator == gen]
+        out.append(_outcome(gen, cands, winner, timed, min_speedup))
+    out += [GeneratorOutcome(g, 0, None, False, f"unavailable: {why}") for g, why in m.unavailable.items()]
+    return out
+
+
+def _outcome(
+    gen: str, cands: list[CandidateResult], winner: CandidateResult | None, timed: bool, min_speedup: float
+) -> GeneratorOutcome:
+    made = [c for c in cands if not _generator_row(c)]
+    if not made:  # the generator itself failed or declined: one row named after it
+        reason = cands[0].reason.removeprefix("generator: ")
+        return GeneratorOutcome(gen, 0, None, False, f"declined: {reason}")
+    correct = [c for c in made if c.status is Status.CORRECT]
+    if winner is not None and winner in made:
+        if timed:
+            why = (
+                f"won: the fastest verified candidate, {_x(winner.speedup_vs_eager)} eager, "
+                f"{_x(winner.speedup_vs_compile)} torch.compile"
+            )
+        else:
+            why = "won: the first verified candidate (times are not measured on CPU)"
+        return GeneratorOutcome(gen, len(made), winner.id, True, why)
+    if not correct:
+        counts: dict[str, int] = {}
+        for c in made:
+            counts[c.status.value] = counts.get(c.status.value, 0) + 1
+        detail = ", ".join(f"{n} {s}" for s, n in counts.items())
+        first = made[0].reason
+        tail = f"; first: {first}" if first else ""
+        return GeneratorOutcome(gen, len(made), made[0].id, False, f"none verified ({detail}){tail}")
+    measured = [c for c in correct if c.median_ms is not None]
+    own = min(measured, key=lambda c: c.median_ms or 0.0) if measured else correct[0]
+    if not timed or own.median_ms is None:
+        why = f"verified, but {winner.id} came first" if winner else "verified, not timed"
+    elif own.verdict is Verdict.FASTER and winner is not None:
+        why = (
+            f"verified and faster ({_x(own.speedup_vs_eager)} eager), but slower than "
+            f"{winner.id} ({_x(winner.speedup_vs_eager)})"
+        )
+    else:
+        why = (
+            f"verified, but {_x(own.speedup_vs_eager)} eager does not clear the "
+            f"{min_speedup:.2f}x minimum and the timing noise"
+        )
+    return GeneratorOutcome(gen, len(made), own.id, False, why)
+
+
+def _generator_row(c: CandidateResult) -> bool:
+    """The row the engine writes when a generator itself fails or declines (named after it)."""
+    return c.id == c.generator and c.status is Status.ERROR and c.reason.startswith("generator")
+
+
+def _x(v: float | None) -> str:
+    return "—" if v is None else f"{v:.2f}x"
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any
 from runners import pipeline
 from runners.bundle import BundleError, unpack
 from runners.discover import DiscoveryError
-from runners.generators import GeneratorError, make_generator
+from runners.generators import GeneratorError, default_portfolio, make_generator
 from runners.generators.base import Generator
 from runners.inputs import ConfigError, ModuleEntry, parse_module_entry
 from runners.results import CandidateResult, ModuleReport, Status, to_dict
@@ -84,15 +84,21 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
         if not problems:
             why = f"no nn.Module class {class_name} in {rel_path}"
             return _skipped(device, target, rel_path, class_name, why)
+        options = worker_options(device)
+        names = request.get("generators")
+        unavailable: dict[str, str] = {}
+        if not names:  # the repository did not choose: everything this worker can run
+            names, unavailable = default_portfolio(device, options)
         generators: list[Generator] = []
         errors: list[CandidateResult] = []
-        for name in request.get("generators", ["files"]):
+        for name in names:
             try:
-                generators.append(make_generator(name, worker_options(device)))
+                generators.append(make_generator(name, options))
             except GeneratorError as exc:
                 errors.append(CandidateResult(name, name, Status.ERROR, f"generator: {exc}"))
         report = pipeline.kernelize(problems[0], generators, settings)
         report.candidates[:0] = errors
+        report.unavailable = unavailable
         return _result(device, report)
 
 

@@ -22,7 +22,8 @@ What comes back, for a traceable module::
 
 Arguments are ``{"node": name}`` for earlier nodes, plain JSON for numbers,
 strings, booleans and None, ``{"dtype": "float16"}`` for dtypes, lists for
-tuples, and ``{"other": type}`` for anything else. A number that ``forward``
+tuples, ``{"slice": [start, stop, step]}`` and ``{"ellipsis": true}`` for indexing
+(``x[..., :n]``), and ``{"other": type}`` for anything else. A number that ``forward``
 read from one of the module's own float or int attributes is
 ``{"attr": "eps", "value": ...}`` (found by tracing again with that attribute
 changed), so code built from the graph can read ``self.eps`` at call time
@@ -109,6 +110,8 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def _walk(value: Any, path: Path) -> Iterator[tuple[Path, Any]]:
+    if isinstance(value, slice):
+        value = (value.start, value.stop, value.step)
     if isinstance(value, list | tuple):
         for i, v in enumerate(value):
             yield from _walk(v, (*path, i))
@@ -237,6 +240,12 @@ def _encode(value: Any, key: tuple[int, Path], refs: dict[tuple[int, Path], tupl
     if isinstance(value, list | tuple):
         i, where = key
         return [_encode(v, (i, (*where, j)), refs) for j, v in enumerate(value)]
+    if isinstance(value, slice):
+        i, where = key
+        bounds = (value.start, value.stop, value.step)
+        return {"slice": [_encode(v, (i, (*where, j)), refs) for j, v in enumerate(bounds)]}
+    if value is Ellipsis:
+        return {"ellipsis": True}
     return {"other": type(value).__name__}
 
 

@@ -20,3 +20,11 @@ def get_inputs():
 
 def get_init_inputs():
     return [4096]
+
+
+def get_small_inputs():
+    return [torch.randn(2, 8, 64)]
+
+
+def get_small_init_inputs():
+    return [64]

@@ -15,3 +15,11 @@ def get_inputs():
 
 def get_init_inputs():
     return []
+
+
+def get_small_inputs():
+    return [torch.randn(16, 64)]
+
+
+def get_small_init_inputs():
+    return []

@@ -12,7 +12,14 @@ for byte. One fused kernel is written per module:
   amin, var, softmax, log_softmax, layer_norm, rms_norm, written out or
   called) becomes a row kernel, one program per row holding the whole row
   (``BLOCK_SIZE = next_power_of_2(n_cols)``), with the pointwise work before
-  and after it (a residual add, the affine weights) fused in.
+  and after it (a residual add, the affine weights) fused in;
+- a **gated activation** (SwiGLU ``silu(a) * b``, GeGLU ``gelu(a) * b``) on an
+  input whose last dimension holds both halves (``x.chunk(2, dim=-1)``,
+  ``torch.chunk``, ``x.split(n, dim=-1)``, ``x[..., :n]`` and ``x[..., n:]``
+  with ``n`` a literal, a module attribute or ``x.shape[-1] // 2``) reads both
+  halves from that one input, each row's second half ``n_cols`` further on;
+  the output has half the input's last dimension. Forward refuses widths the
+  split does not halve. Gate and up as separate inputs are plain pointwise.
 
 The kernels load in the input's dtype, compute in float32 and store in the
 output's dtype; every size comes from the tensors at call time. Numbers that
@@ -24,11 +31,16 @@ instead of computing something else.
 
 The emitted class keeps the original name, constructor (copied verbatim, with
 what it needs from its file) and ``forward`` signature, so the original's
-``state_dict`` loads. Launches are plain (``_launch_config`` picks the block
-size and warps): ``@triton.autotune`` only runs on CUDA, and these kernels
-must also run under the Triton interpreter. Autotuning the CUDA launch is
-future work, as are reductions over other dimensions, several kernels per
-module, and matrix products.
+``state_dict`` loads. Every launch goes through ``_launch_config``, which
+returns the kernel, its grid and its settings: on CUDA tensors with compiled
+Triton, an ``@triton.autotune`` wrapper of the same kernel (pointwise: BLOCK_SIZE
+512 to 4096 by 4 or 8 warps, keyed on ``n_elements``; rows: 4 to 32 warps,
+keyed on ``n_cols``, BLOCK_SIZE holding the row); under the Triton interpreter
+(``triton.jit`` then gives no ``JITFunction``), a plain launch with fixed
+settings, since timing configs there means nothing. The generated module reads
+no environment variables: the static screen forbids it. Reductions over other
+dimensions, several kernels per module, views and reshapes, per-row tensors
+other than reductions, and matrix products are future work.
 
 Anything outside these patterns raises ``GeneratorError`` naming the first
 unsupported op and its node, e.g. ``template: unsupported op torch.matmul
@@ -61,6 +73,10 @@ SCALAR = "scalar"  # a Python number, literal or read from the module at call ti
 OTHER = "other"  # a tensor of any other shape
 DTYPE = "dtype"  # ``x.dtype``
 PAIR = "pair"  # ``x.max(dim)``: (values, indices)
+SPLIT = "split"  # an input whose last dimension holds two halves (``a, b = x.chunk(2, dim=-1)``)
+HALVES = "halves"  # ``x.chunk(2, dim=-1)`` itself: its items are taken with ``[0]`` and ``[1]``
+SHAPE = "shape"  # ``x.shape`` (a forward expression)
+SIZE = "size"  # ``x.shape[-1]``, ``x.size(-1) // 2``: a number computed from a shape (a forward expression)
 
 # ---------------------------------------------------------------------------
 # Op tables
@@ -144,6 +160,10 @@ _spell(
 )
 _spell("getitem", ("input", "index"), "operator.getitem")
 _spell("getattr", ("input", "name"), "getattr")
+_spell("size", ("input", "dim"), "Tensor.size")
+_spell("floordiv", ("input", "other"), "operator.floordiv")
+_spell("chunk", ("input", "chunks", "dim"), *_torch_and_method("chunk"))
+_spell("split", ("input", "split_size", "dim"), "Tensor.split", "torch.split", "torch.functional.split")
 
 # Pointwise ops: op -> Triton expression over the operands {a}, {b}, {c} (names or literals).
 _UNARY = {
@@ -218,9 +238,10 @@ def _tanh(x):
 
 # Names the kernels and forward use for themselves.
 _KERNEL_NAMES = frozenset(
-    "pid row cols offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float _tanh".split()
+    """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
+    _tanh""".split()
 )
-_FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "block_size", "num_warps", "grid")
+_FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "kernel", "grid", "config")
 
 
 class Unsupported(Exception):
@@ -242,6 +263,8 @@ class Value:
     attr: str | None = None  # the module attribute it is read from at call time
     shape: list[int] | None = None
     items: tuple[Value, ...] = ()  # a PAIR's (values, indices)
+    source: str | None = None  # the forward expression of an input tensor
+    example: Any = None  # a SHAPE's or SIZE's value on the example inputs
 
 
 @dataclass
@@ -251,6 +274,12 @@ class Load:
     source: str  # forward expression of the tensor
     is_bool: bool
     placeholder: str | None = None  # the forward argument it comes from, if any
+    half: int | None = None  # for a SPLIT input: which half of its last dimension (0 or 1)
+    pointer: str = ""  # the pointer argument, when not ``{var}_ptr`` (both halves read one input)
+
+    @property
+    def ptr(self) -> str:
+        return self.pointer or f"{self.var}_ptr"
 
 
 @dataclass
@@ -263,8 +292,9 @@ class Reduce:
 
 @dataclass
 class Kernel:
-    shape: list[int]  # the example input's shape (S)
-    main: str  # the forward argument with shape S
+    shape: list[int]  # the example's shape of the values computed (S)
+    main: str  # the forward argument with shape S, or the one split into halves of shape S
+    split: bool = False  # whether main's last dimension holds two halves, each of shape S
     loads: list[Load] = field(default_factory=list)
     scalars: list[tuple[str, str]] = field(default_factory=list)  # (kernel argument, forward expression)
     body: list[tuple[str, str] | Reduce] = field(default_factory=list)
@@ -308,16 +338,26 @@ class _Builder:
         self.node: dict[str, Any] = {}
         self.label = ""
         self.squares: set[str] = set()  # kernel variables holding v * v
+        self.halves: dict[int, Value] = {}  # the halves of the SPLIT input read so far
         self.live = self._live()
         tensors = [
             n for n in self.nodes if n["op"] == "placeholder" and "shape" in n and n["name"] in self.live
         ]
         if not tensors:
             raise Unsupported("forward computes nothing from a tensor input")
-        main = max(tensors, key=lambda n: (len(n["shape"]), math.prod(n["shape"])))
+        split_inputs = [n for n in tensors if n["shape"] and self._split_input(n)]
+        main = (
+            split_inputs[0]
+            if split_inputs
+            else max(tensors, key=lambda n: (len(n["shape"]), math.prod(n["shape"])))
+        )
         if not main["shape"]:
             raise Unsupported("the input is a 0-dimensional tensor")
-        self.kernel = Kernel(list(main["shape"]), main["target"])
+        shape = list(main["shape"])
+        split = bool(split_inputs)
+        if split:
+            shape[-1] //= 2
+        self.kernel = Kernel(shape, main["target"], split)
         self.handlers: dict[str, Callable[[str, dict[str, Any]], Value]] = {
             **dict.fromkeys(_UNARY, self._unary),
             **dict.fromkeys(_BINARY, self._binary),
@@ -343,6 +383,10 @@ class _Builder:
             "rms_norm": self._rms_norm,
             "getitem": self._getitem,
             "getattr": self._getattr,
+            "chunk": self._chunk,
+            "split": self._split,
+            "size": self._size,
+            "floordiv": self._floordiv,
         }
 
     # -- naming ---------------------------------------------------------------
@@ -394,6 +438,25 @@ class _Builder:
             todo.extend(_node_refs([node.get("args", []), node.get("kwargs", {})]))
         return live
 
+    def _split_input(self, main: dict[str, Any]) -> bool:
+        """Whether forward takes ``main`` apart into the two halves of its last dimension (chunk, split
+        or slicing), so that the kernel computes over one half's shape. Near misses (another dimension,
+        three pieces) are left for the handlers to decline by name."""
+        s = main["shape"]
+        half = [*s[:-1], s[-1] // 2]
+        for node in self.nodes:
+            if node["name"] not in self.live or node.get("op") not in ("call_function", "call_method"):
+                continue
+            args = node.get("args", [])
+            if not args or args[0] != {"node": main["name"]} or s[-1] % 2:
+                continue
+            op = _SPELLINGS.get(node.get("target", ""), ("",))[0]
+            if op in ("chunk", "split") and node.get("shapes") == [half, half]:
+                return True
+            if op == "getitem" and node.get("shape") == half:
+                return True
+        return False
+
     def _call(self, node: dict[str, Any], target: str) -> Value:
         display = node.get("module") if node["op"] == "call_module" else target
         self.label = f"node {node['name']!r}"
@@ -419,6 +482,11 @@ class _Builder:
         name = node["target"]
         if name.startswith("*"):
             raise Unsupported(f"forward takes {name}")
+        if "shape" in node and self.kernel.split and name == self.kernel.main:
+            dtype = node.get("dtype", "")
+            if dtype not in _FLOAT_DTYPES:
+                raise Unsupported(f"input {name} is a {dtype} value; only floating tensors")
+            return Value(node["name"], SPLIT, (f"{name}.dtype",), shape=node["shape"], source=name)
         if "shape" in node:
             return self._tensor_source(node["name"], node, name, "input")
         default = node.get("example", node.get("default"))
@@ -441,12 +509,12 @@ class _Builder:
         elif shape and shape[-1] == s[-1] and math.prod(shape) == s[-1] and len(shape) <= len(s):
             kind = COL
         else:
-            return Value(var, OTHER, shape=shape)
+            return Value(var, OTHER, shape=shape, source=source)
         name = self.fresh(var, pointer=True)
         placeholder = source if role == "input" else None
         self.kernel.loads.append(Load(name, kind, source, is_bool, placeholder))
         atom = f"{source}.dtype"
-        return Value(name, kind, (atom,), is_bool, shape=shape)
+        return Value(name, kind, (atom,), is_bool, shape=shape, source=source)
 
     def _param(self, spec: dict[str, Any]) -> Value:
         return self._tensor_source(spec["target"], spec, _on_self(spec["target"]), "parameter")
@@ -462,7 +530,12 @@ class _Builder:
                     f"unsupported broadcast: {arg['node']} has shape {value.shape}, "
                     f"the input {self.kernel.shape}"
                 )
-            if value.kind in (DTYPE, PAIR):
+            if value.kind == SPLIT:
+                raise self.fail(
+                    f"unsupported use of {value.source} whole: the kernel reads it as the two halves "
+                    "of its last dimension"
+                )
+            if value.kind in (DTYPE, PAIR, HALVES, SHAPE, SIZE):
                 raise self.fail(f"unsupported {what} {arg['node']}")
             return value
         if isinstance(arg, dict) and "param" in arg:
@@ -732,22 +805,173 @@ class _Builder:
         return self.check_shape(value)
 
     def _getitem(self, op: str, bound: dict[str, Any]) -> Value:
-        source = bound["input"]
-        pair = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
-        if pair is None or pair.kind != PAIR:
-            raise self.fail("unsupported op operator.getitem (indexing)")
-        if bound.get("index") != 0:
-            raise self.fail("unsupported use of the indices of max/min")
-        return self.check_shape(pair.items[0])
+        source, index = bound["input"], bound.get("index")
+        value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
+        if value is not None and value.kind == PAIR:
+            if index != 0:
+                raise self.fail("unsupported use of the indices of max/min")
+            return self.check_shape(value.items[0])
+        if value is not None and value.kind == HALVES:
+            if index not in (0, 1):
+                raise self.fail(f"unsupported piece {index!r} of two halves")
+            return self.check_shape(self._half(index))
+        if value is not None and value.kind == SHAPE and isinstance(index, int):
+            return Value(f"{value.name}[{index}]", SIZE, example=value.example[index])
+        if value is not None and value.shape is not None and isinstance(index, list | dict):
+            return self.check_shape(self._slice(value, index))
+        raise self.fail("unsupported op operator.getitem (indexing)")
 
     def _getattr(self, op: str, bound: dict[str, Any]) -> Value:
         source, attr = bound["input"], bound.get("name")
         value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
         if value is not None and value.kind == PAIR and attr == "values":
             return self.check_shape(value.items[0])
-        if value is not None and attr == "dtype" and value.kind not in (SCALAR, PAIR, DTYPE, OTHER):
+        if value is not None and attr == "dtype" and value.kind in (FULL, COL, ROW, ROW_FLAT, SPLIT):
             return Value(value.name, DTYPE, value.dtype)
+        if value is not None and attr == "shape" and value.source is not None and value.shape is not None:
+            return Value(f"{value.source}.shape", SHAPE, example=value.shape)
         raise self.fail(f"unsupported op getattr(.{attr})")
+
+    # -- the two halves of the last dimension (gated activations) ---------------
+
+    def _chunk(self, op: str, bound: dict[str, Any]) -> Value:
+        """``a, b = x.chunk(2, dim=-1)``."""
+        self.last_dim(bound.get("dim", 0), op)
+        chunks = self.constant(bound.get("chunks"), "number of chunks")
+        if chunks != 2:
+            raise self.fail(
+                f"unsupported {op} into {chunks!r} pieces: only the two halves of the last dimension"
+            )
+        self._split_source(bound["input"], op)
+        self._halves_guard(None, None)
+        return Value(self.node["name"], HALVES)
+
+    def _split(self, op: str, bound: dict[str, Any]) -> Value:
+        """``a, b = x.split(n, dim=-1)`` or ``torch.split(x, [n, n], -1)``, where x holds 2 * n."""
+        self.last_dim(bound.get("dim", 0), op)
+        pieces = self.node.get("shapes") or []
+        if len(pieces) != 2 or pieces[0] != pieces[1]:
+            raise self.fail(
+                f"unsupported {op} into {len(pieces)} pieces: only the two halves of the last dimension"
+            )
+        self._split_source(bound["input"], op)
+        sizes = bound["split_size"]
+        for size in sizes if isinstance(sizes, list) else [sizes]:
+            self._halves_guard(*self._index_number(size, "split size"))
+        return Value(self.node["name"], HALVES)
+
+    def _slice(self, value: Value, index: Any) -> Value:
+        """``x[..., :n]`` and ``x[..., n:]`` (or ``x[:, :, :n]``), where x holds 2 * n."""
+        assert value.shape is not None
+        items = index if isinstance(index, list) else [index]
+        ndim = len(value.shape)
+        if not all(isinstance(i, dict) and ("slice" in i or "ellipsis" in i) for i in items):
+            raise self.fail(f"unsupported indexing with {items!r}")
+        ellipses = [n for n, item in enumerate(items) if "ellipsis" in item]
+        if len(ellipses) > 1 or len(items) - len(ellipses) > ndim:
+            raise self.fail("unsupported indexing")
+        if ellipses:
+            before, after = items[: ellipses[0]], items[ellipses[0] + 1 :]
+            dims = [*range(len(before)), *range(ndim - len(after), ndim)]
+            items = [*before, *after]
+        else:
+            dims = list(range(len(items)))
+        last = None
+        for dim, item in zip(dims, items, strict=True):
+            if dim == ndim - 1:
+                last = item["slice"]
+            elif item["slice"] != [None, None, None]:
+                raise self.fail(
+                    f"unsupported slicing of dim {dim}: only the two halves of the last dimension"
+                )
+        if last is None:
+            raise self.fail("unsupported indexing that keeps the last dimension whole")
+        start, stop, step = last
+        if step not in (None, 1):
+            raise self.fail(f"unsupported slice step {step!r}")
+        if value.kind != SPLIT:
+            raise self.fail("unsupported slice of the last dimension: only an input's two halves")
+        h = self.kernel.shape[-1]
+        (start_expr, start_at), (stop_expr, stop_at) = (
+            self._index_number(start, "slice start"),
+            self._index_number(stop, "slice stop"),
+        )
+        if start_at in (None, 0) and stop_at == h:
+            self._halves_guard(stop_expr, stop_at)
+            return self._half(0)
+        if start_at == h and stop is None:
+            self._halves_guard(start_expr, start_at)
+            return self._half(1)
+        raise self.fail(
+            f"unsupported slice [{start_expr or ''}:{stop_expr or ''}] of the last dimension: only its "
+            "two halves"
+        )
+
+    def _split_source(self, arg: Any, op: str) -> Value:
+        value = self.values[arg["node"]] if isinstance(arg, dict) and "node" in arg else None
+        if value is None or value.kind != SPLIT:
+            what = "another input" if value is not None and value.source else "a computed value"
+            raise self.fail(f"unsupported {op} of {what}: only one forward input splits into halves")
+        return value
+
+    def _index_number(self, arg: Any, what: str) -> tuple[str | None, int | None]:
+        """(forward expression, example value) of a split size or slice bound; (None, None) for None."""
+        if arg is None:
+            return None, None
+        if isinstance(arg, int) and not isinstance(arg, bool):
+            return repr(arg), arg
+        if isinstance(arg, dict) and "attr" in arg and isinstance(arg["value"], int):
+            return _on_self(arg["attr"]), arg["value"]
+        if isinstance(arg, dict) and "node" in arg and self.values[arg["node"]].kind == SIZE:
+            size = self.values[arg["node"]]
+            return size.name, size.example
+        raise self.fail(f"unsupported {what} {arg!r}")
+
+    def _halves_guard(self, expr: str | None, value: int | None) -> None:
+        """Refuse, in forward, an input whose last dimension is not two halves of ``expr`` (of equal size)."""
+        x = self.kernel.main
+        why = f"the kernel splits the last dimension of {x} into two halves"
+        if expr is None or expr == f"{x}.shape[-1] // 2":
+            guard = (f"{x}.shape[-1] % 2 != 0", f"{why} of equal size")
+        elif isinstance(value, int) and expr == repr(value):
+            guard = (f"{x}.shape[-1] != {2 * value}", f"{why} of {value}")
+        else:
+            guard = (f"{x}.shape[-1] != 2 * " + (f"({expr})" if " " in expr else expr), f"{why} of {expr}")
+        if guard not in self.kernel.guards:
+            self.kernel.guards.append(guard)
+
+    def _half(self, index: int) -> Value:
+        """Half ``index`` of the SPLIT input: a load from its pointer, once per half."""
+        if index not in self.halves:
+            x = self.kernel.main
+            pointer = next((f"{load.ptr}" for load in self.kernel.loads if load.half is not None), "")
+            if not pointer:
+                pointer = f"{self.fresh(x, pointer=True)}_ptr"
+            var = self.fresh(f"{x}_{('first', 'second')[index]}_half")
+            self.kernel.loads.append(Load(var, FULL, x, False, x, half=index, pointer=pointer))
+            self.halves[index] = Value(var, FULL, (f"{x}.dtype",), shape=self.kernel.shape, source=x)
+        return self.halves[index]
+
+    def _size(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.size()`` and ``x.size(-1)`` of an input: numbers forward computes at call time."""
+        value = self.values.get(bound["input"]["node"]) if isinstance(bound["input"], dict) else None
+        if value is None or value.source is None or value.shape is None:
+            raise self.fail("unsupported size of a computed value")
+        dim = bound.get("dim")
+        if dim is None:
+            return Value(f"{value.source}.shape", SHAPE, example=value.shape)
+        if not isinstance(dim, int):
+            raise self.fail(f"unsupported size({dim!r})")
+        return Value(f"{value.source}.shape[{dim}]", SIZE, example=value.shape[dim])
+
+    def _floordiv(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.shape[-1] // 2``."""
+        a, b = bound["input"], bound["other"]
+        size = self.values.get(a["node"]) if isinstance(a, dict) and "node" in a else None
+        if size is None or size.kind != SIZE or isinstance(b, bool) or not isinstance(b, int) or b <= 0:
+            raise self.fail("unsupported op operator.floordiv: only a size divided by a positive number")
+        name = f"({size.name})" if " " in size.name else size.name
+        return Value(f"{name} // {b}", SIZE, example=size.example // b)
 
     def _centered(self, base: str, a: Value) -> tuple[str, str]:
         mean = self.reduce(f"{base}_mean", "sum", a.name, "{r} / n_cols")
@@ -915,16 +1139,52 @@ def _module_arguments(node: dict[str, Any], params: tuple[str, ...]) -> dict[str
 # Rendering the kernel
 
 
-_POINTWISE_CONFIG = '''
-def _launch_config(n_elements):
-    """Elements per program and warps for an elementwise kernel over n_elements."""
-    # 1024 elements over 4 warps: 8 per thread, a common default for memory-bound kernels.
-    return 1024, 4
+# The launch helpers. On CUDA each launch is autotuned: the first call for a size times every config on
+# the real arguments (the kernels only write their output, so re-running them is harmless) and keeps the
+# fastest. The configs include every choice of the plain launch, so tuning can only match or beat it.
+# The kernels have no loops, so num_stages (software pipelining) would change nothing and is left out.
+# Under the Triton interpreter (TRITON_INTERPRET=1) triton.jit gives an interpreted function instead of
+# a JITFunction; timing configs there means nothing, so the plain launch runs.
+_POINTWISE_LAUNCH = '''
+# On CUDA, BLOCK_SIZE and num_warps are tuned per size (the plain launch's 1024 and 4 among them).
+{kernel}_autotuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (512, 1024, 2048, 4096) for w in (4, 8)],
+    key=["n_elements"],
+)({kernel})
+
+
+def _launch_config(n_elements, on_cuda):
+    """(kernel, grid, settings) for one elementwise pass over n_elements.
+
+    On CUDA the autotuned kernel picks its own settings. Under the Triton interpreter, where triton.jit
+    gives no JITFunction and timing settings means nothing, a plain launch: 1024 elements over 4 warps,
+    8 per thread, a common default for memory-bound kernels.
+    """
+    if on_cuda and isinstance({kernel}, triton.JITFunction):
+        grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+        return {kernel}_autotuned, grid, {}
+    block_size, num_warps = 1024, 4
+    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps}
+    return {kernel}, (triton.cdiv(n_elements, block_size),), config
 '''
-_ROW_CONFIG = '''
-def _launch_config(n_cols):
-    """Block size and warps for one program per row of n_cols elements (the whole row in registers)."""
+_ROW_LAUNCH = '''
+# On CUDA, num_warps is tuned per row length (every choice of the plain launch among them); BLOCK_SIZE
+# is not tuned: it holds the whole row.
+{kernel}_autotuned = triton.autotune(
+    configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16, 32)],
+    key=["n_cols"],
+)({kernel})
+
+
+def _launch_config(n_rows, n_cols, on_cuda):
+    """(kernel, grid, settings) for one program per row of n_cols elements (the whole row in registers).
+
+    On CUDA the autotuned kernel picks num_warps. Under the Triton interpreter, where triton.jit gives
+    no JITFunction and timing settings means nothing, a plain launch with more warps for longer rows.
+    """
     block_size = triton.next_power_of_2(n_cols)
+    if on_cuda and isinstance({kernel}, triton.JITFunction):
+        return {kernel}_autotuned, (n_rows,), {"BLOCK_SIZE": block_size}
     num_warps = 4
     if block_size >= 32768:
         num_warps = 32
@@ -932,7 +1192,7 @@ def _launch_config(n_cols):
         num_warps = 16
     elif block_size >= 2048:
         num_warps = 8
-    return block_size, num_warps
+    return {kernel}, (n_rows,), {"BLOCK_SIZE": block_size, "num_warps": num_warps}
 '''
 
 
@@ -979,10 +1239,10 @@ def _masked(kernel: Kernel) -> tuple[dict[str, str], set[int]]:
 def render_kernel(kernel: Kernel, name: str) -> str:
     rows = kernel.rows
     assert kernel.output is not None
-    pointers = [f"{load.var}_ptr" for load in kernel.loads]
+    pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     size = "n_cols" if rows else "n_elements"
-    needs_cols = not rows and any(load.kind == COL for load in kernel.loads)
-    sizes = [size, *(["n_cols"] if needs_cols else [])]
+    has_cols = any(load.kind == COL for load in kernel.loads)
+    sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else [])]
     params = [*pointers, "out_ptr", *sizes, *(arg for arg, _ in kernel.scalars), "BLOCK_SIZE: tl.constexpr"]
     lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
     if rows:
@@ -998,12 +1258,20 @@ def render_kernel(kernel: Kernel, name: str) -> str:
             "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
             "    mask = offsets < n_elements",
         ]
-        if needs_cols:
+        if has_cols:
             lines.append("    cols = offsets % n_cols")
+    if kernel.split:
+        row = "row" if rows else "(offsets // n_cols)"
+        lines += [
+            "    # A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
+            f"    split_offsets = offsets + {row} * n_cols",
+        ]
     others, plain = _masked(kernel)
     for load in kernel.loads:
         where = "offsets" if load.kind == FULL else "cols"
-        text = f"tl.load({load.var}_ptr + {where}, mask=mask, other={others[load.var]})"
+        if load.half is not None:
+            where = "split_offsets + n_cols" if load.half else "split_offsets"
+        text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
         lines.append(f"    {load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
     for i, stmt in enumerate(kernel.body):
         if isinstance(stmt, Reduce):
@@ -1019,6 +1287,12 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     else:
         lines.append(f"    tl.store(out_ptr + row, {store})")
     return "\n".join(lines) + "\n"
+
+
+def render_launch(kernel: Kernel, name: str) -> str:
+    """The autotuned kernel and ``_launch_config``, the one place launch settings come from."""
+    template = _ROW_LAUNCH if kernel.rows else _POINTWISE_LAUNCH
+    return template.strip("\n").replace("{kernel}", name) + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -1051,7 +1325,7 @@ class _Launch:
     lines: list[str]
     tensors: list[str]  # the kernel's tensor arguments, in order
     sizes: list[str]
-    grid: str
+    config: str  # the arguments of _launch_config
     result: str
 
 
@@ -1070,10 +1344,19 @@ def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> s
             body.append(f"    {named} = {expr}")
             expr = named
         scalars.append(expr)
-    config = [f"BLOCK_SIZE={local['block_size']}", f"num_warps={local['num_warps']}"]
-    body += _wrap(f"{name}[{launch.grid}]", [*launch.tensors, *launch.sizes, *scalars, *config], "    ")
+    kernel_, grid, config = local["kernel"], local["grid"], local["config"]
+    body.append(f"    {kernel_}, {grid}, {config} = _launch_config({launch.config}, {kernel.main}.is_cuda)")
+    body += _wrap(f"{kernel_}[{grid}]", [*launch.tensors, *launch.sizes, *scalars, f"**{config}"], "    ")
     body.append(f"    return {launch.result}")
     return "\n".join(body) + "\n"
+
+
+def _unique_tensors(kernel: Kernel, tensor: Callable[[Load], str]) -> list[str]:
+    """The forward expression passed for each pointer argument (both halves share one)."""
+    by_pointer: dict[str, str] = {}
+    for load in kernel.loads:
+        by_pointer.setdefault(load.ptr, tensor(load))
+    return list(by_pointer.values())
 
 
 def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
@@ -1081,57 +1364,63 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
     main, out = kernel.main, kernel.output
     assert out is not None
     n_cols, n_rows, o = local["n_cols"], local["n_rows"], local["out"]
-    lines = [f"    {n_cols} = {main}.shape[-1]"]
-    tensors: list[str] = []
+    lines = [f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else "")]
     flat: dict[str, str] = {}
-    for load in kernel.loads:
+
+    def tensor(load: Load) -> str:
         if load.placeholder is None:
-            tensors.append(load.source)
-        elif load.kind == FULL:
-            if load.placeholder not in flat:
-                flat[load.placeholder] = _fresh_local(f"{load.placeholder}_2d", taken)
-                lines.append(
-                    f"    {flat[load.placeholder]} = {load.placeholder}.reshape(-1, {n_cols}).contiguous()"
-                )
-            tensors.append(flat[load.placeholder])
-        else:
+            return load.source
+        if load.kind == COL:
             lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
-            tensors.append(load.placeholder)
+            return load.placeholder
+        if load.placeholder not in flat:
+            flat[load.placeholder] = _fresh_local(f"{load.placeholder}_2d", taken)
+            width = f"2 * {n_cols}" if load.half is not None else n_cols
+            lines.append(
+                f"    {flat[load.placeholder]} = {load.placeholder}.reshape(-1, {width}).contiguous()"
+            )
+        return flat[load.placeholder]
+
+    tensors = _unique_tensors(kernel, tensor)
     rows_of = f"{flat[main]}.shape[0]" if main in flat else f"{main}.numel() // {n_cols}"
     lines.append(f"    {n_rows} = {rows_of}")
     shape = f"({n_rows}, {n_cols})" if out.kind == FULL else f"({n_rows},)"
     lines += _wrap(
         f"{o} = torch.empty", [shape, f"dtype={_dtype_expr(out.dtype)}", f"device={main}.device"], "    "
     )
-    lines.append(f"    {local['block_size']}, {local['num_warps']} = _launch_config({n_cols})")
-    back = {FULL: f"{main}.shape", ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
-    return _Launch(lines, [*tensors, o], [n_cols], f"({n_rows},)", f"{o}.reshape({back[out.kind]})")
+    full = f"(*{main}.shape[:-1], {n_cols})" if kernel.split else f"{main}.shape"
+    back = {FULL: full, ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
+    return _Launch(lines, [*tensors, o], [n_cols], f"{n_rows}, {n_cols}", f"{o}.reshape({back[out.kind]})")
 
 
 def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
     """Contiguous inputs, one flat pass over the output's elements."""
     main, out = kernel.main, kernel.output
     assert out is not None
-    o, n_elements, block_size = local["out"], local["n_elements"], local["block_size"]
+    o, n_elements, n_cols = local["out"], local["n_elements"], local["n_cols"]
     lines: list[str] = []
     seen: set[str] = set()
     for load in kernel.loads:
         if load.placeholder is not None and load.placeholder not in seen:
             seen.add(load.placeholder)
             lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
-    if out.dtype == (f"{main}.dtype",) and main in seen:
+    if kernel.split:  # the output is one half of main's shape
+        lines.append(f"    {n_cols} = {main}.shape[-1] // 2")
+        args = [f"(*{main}.shape[:-1], {n_cols})", f"dtype={_dtype_expr(out.dtype)}", f"device={main}.device"]
+        lines += _wrap(f"{o} = torch.empty", args, "    ")
+    elif out.dtype == (f"{main}.dtype",) and main in seen:
         lines.append(f"    {o} = torch.empty_like({main})")
     else:
         args = [f"{main}.shape", f"dtype={_dtype_expr(out.dtype)}", f"device={main}.device"]
         lines += _wrap(f"{o} = torch.empty", args, "    ")
-    lines += [
-        f"    {n_elements} = {o}.numel()",
-        f"    {block_size}, {local['num_warps']} = _launch_config({n_elements})",
-        f"    {local['grid']} = (triton.cdiv({n_elements}, {block_size}),)",
-    ]
-    sizes = [n_elements, *([f"{main}.shape[-1]"] if any(x.kind == COL for x in kernel.loads) else [])]
-    tensors = [load.placeholder or load.source for load in kernel.loads]
-    return _Launch(lines, [*tensors, o], sizes, local["grid"], o)
+    lines.append(f"    {n_elements} = {o}.numel()")
+    sizes = [n_elements]
+    if kernel.split:
+        sizes.append(n_cols)
+    elif any(x.kind == COL for x in kernel.loads):
+        sizes.append(f"{main}.shape[-1]")
+    tensors = _unique_tensors(kernel, lambda load: load.placeholder or load.source)
+    return _Launch(lines, [*tensors, o], sizes, n_elements, o)
 
 
 def _fresh_local(name: str, taken: set[str]) -> str:
@@ -1265,13 +1554,13 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str, Ke
     what = "one program per row" if kernel.rows else "one elementwise pass"
     doc = f'"""{problem.class_name} as one Triton kernel, {name} ({what})."""'
     blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
-    blocks.append((_ROW_CONFIG if kernel.rows else _POINTWISE_CONFIG).strip("\n") + "\n")
     forward = render_forward(kernel, name, parts.signature, parts.returns)
     if "_result_dtype(" in forward:
         blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
     if kernel.uses_tanh:
         blocks.append(_TANH.strip("\n") + "\n")
     blocks.append(render_kernel(kernel, name))
+    blocks.append(render_launch(kernel, name))
     members = [*parts.members, forward]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")

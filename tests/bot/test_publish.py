@@ -437,3 +437,33 @@ def test_marker_quotes_odd_targets_and_round_trips() -> None:
     assert "odd dir" not in marker and marker.count("-->") == 1
     assert parse_suggestion_marker("text\n" + marker) == ("odd dir/x-->.py::M", HEAD, "ab" * 32)
     assert parse_suggestion_marker("no marker here") is None
+
+
+def test_the_suggestion_and_the_summary_say_why_other_generators_lost() -> None:
+    slower = CandidateResult(
+        id="rms_fwd",
+        generator="template",
+        status=Status.CORRECT,
+        median_ms=0.08,
+        speedup_vs_eager=1.5,
+        verdict=Verdict.FASTER,
+    )
+    report = scale_report(unavailable={"inductor": "needs a CUDA GPU: Inductor writes ..."})
+    report.candidates.append(slower)
+    plan = plan_for([report])
+    body = plan.comments[0].body
+    assert "<details><summary>Why kernelllm's kernel and not another generator's</summary>" in body
+    assert "- **template**: verified and faster (1.50x eager), but slower than kernelllm-2 (2.40x)" in body
+    assert "- **inductor**: unavailable: needs a CUDA GPU" in body
+    nothing = ModuleReport(
+        target="models/a.py::A",
+        file="models/a.py",
+        class_name="A",
+        candidates=[
+            CandidateResult("template", "template", Status.ERROR, "generator: template: unsupported op")
+        ],
+        unavailable={"kernelllm": "no weights"},
+    )
+    text = summary_comment(RunReport(device=GPU, modules=[nothing]), [nothing], HEAD, plan_for([nothing]))
+    assert "- **template**: declined: template: unsupported op" in text
+    assert "- **kernelllm**: unavailable: no weights" in text

@@ -140,7 +140,7 @@ def test_module_entries_are_kept_as_written() -> None:
         (
             "generators: [openai, cuda]",
             "generators[1]",
-            "'cuda' is not a generator (available: files, kernelllm",
+            "'cuda' is not a generator (available: files, inductor, kernelllm, openai, template)",
         ),
         ("generators: [openai, openai]", "generators[1]", "'openai' is listed twice"),
         ("generators: []", "generators", "must name at least one generator (leave the key out"),

@@ -32,7 +32,7 @@ from bot.models import Delivery
 from bot.settings import Settings
 from bot.web import create_app
 from bot.webhooks import sign
-from runners.celery_app import PLAN_TASK, celery_broker_ok, celery_enqueue, make_celery
+from runners.celery_app import PLAN_TASK, celery_broker_ok, celery_enqueue, celery_queue_depth, make_celery
 
 ROOT = Path(__file__).resolve().parents[2]
 PAYLOADS = ROOT / "tests" / "fixtures" / "github-webhooks" / "payload-examples"
@@ -113,6 +113,7 @@ def start_edge(
             enqueue=enqueue or celery_enqueue(celery),
             session_factory=sessions,
             broker_ok=broker_ok or celery_broker_ok(celery),
+            queue_depth=celery_queue_depth(celery),
         )
         return Edge(serve(app), sessions, webhook_secret)
 
@@ -316,6 +317,42 @@ def test_metrics(start_edge: Callable[..., Edge], http: httpx.Client) -> None:
         assert line in text, line
     # A second app has counters of its own (per-app registry).
     assert "kernelize_webhook_seconds_count 0.0" in http.get(f"{start_edge().url}/metrics").text
+
+
+def test_metrics_of_queues_jobs_and_gpu_time(start_edge: Callable[..., Edge], http: httpx.Client) -> None:
+    from bot.models import Job
+
+    edge = start_edge()
+    edge.post(http, "pull_request", PR_OPENED, delivery="q-1")  # one plan task waits in the github queue
+    with edge.sessions() as session, session.begin():
+        for installation, seconds, state in [(7, 10.0, "done"), (7, 2.5, "done"), (8, 0.0, "queued")]:
+            session.add(
+                Job(
+                    key=f"k{installation}-{seconds}",
+                    installation_id=installation,
+                    repository="o/r",
+                    pull_number=1,
+                    head_sha="a" * 40,
+                    reason="test",
+                    state=state,
+                    gpu_seconds=seconds,
+                )
+            )
+    text = http.get(f"{edge.url}/metrics").text
+    for line in (
+        'kernelize_queue_depth{queue="github"} 1.0',
+        'kernelize_queue_depth{queue="gpu"} 0.0',
+        'kernelize_gpu_seconds_total{installation="7"} 12.5',
+        'kernelize_gpu_seconds_total{installation="8"} 0.0',
+        'kernelize_jobs{state="done"} 2.0',
+        'kernelize_jobs{state="queued"} 1.0',
+    ):
+        assert line in text, line
+    # A broker that is down drops the queue depth from the scrape, not the scrape.
+    down = start_edge(broker_url=DEAD_BROKER)
+    answer = http.get(f"{down.url}/metrics")
+    assert answer.status_code == 200 and "kernelize_queue_depth{" not in answer.text
+    assert "kernelize_webhook_seconds_count" in answer.text
 
 
 def test_each_delivery_is_logged_as_json_without_secret_or_body(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import secrets
 import shutil
 import textwrap
@@ -640,12 +641,12 @@ USER_ERRORS = [
     ),
     pytest.param(
         lambda t: ["run", "tests/problems/add_relu.py", "--generator", "nope"],
-        ["unknown generator 'nope' (available: files, kernelllm, openai, template)"],
+        ["unknown generator 'nope' (available: files, inductor, kernelllm, openai, template)"],
         id="unknown generator",
     ),
     pytest.param(
-        lambda t: ["run", "tests/problems/add_relu.py"],
-        ["the files generator needs --candidates DIR"],
+        lambda t: ["run", "tests/problems/add_relu.py", "--generator", "files"],
+        ["no generator can run here: files: the files generator needs --candidates DIR"],
         id="files without --candidates",
     ),
     pytest.param(
@@ -696,3 +697,33 @@ def test_user_errors(cli, tmp_path, make_args, fragments):
     rc, stdout, stderr = cli(make_args(tmp_path))
     assert_user_error(rc, stdout, stderr, *fragments)
     assert stdout == ""
+
+
+# ---------------------------------------------------------------------------
+# The default portfolio: every generator this machine can run, the others named with the reason
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="the CPU portfolio")
+def test_default_portfolio_on_cpu_runs_template_and_names_the_rest(cli, tmp_path):
+    run = kernelize(cli, tmp_path, ["tests/problems/add_relu.py", "--timeout", "60"], markdown=True)
+    assert run.rc == 0, run.stderr
+    module = run.module("Model")
+    assert {c["generator"] for c in module["candidates"]} == {"template"}
+    assert module["best"] == "add_relu_kernel"
+    assert set(module["unavailable"]) == {"kernelllm", "inductor"}
+    assert module["unavailable"]["inductor"].startswith("needs a CUDA GPU")
+    assert "tests/problems/add_relu.py::Model, by generator:" in run.stdout
+    assert re.search(r"\n  template +won: the first verified candidate", run.stdout)
+    assert re.search(r"\n  inductor +unavailable: needs a CUDA GPU", run.stdout)
+    assert "- **template** (1 candidate): won: the first verified candidate" in run.markdown
+    assert "- **kernelllm**: unavailable: " in run.markdown
+
+
+def test_a_named_generator_that_cannot_run_is_listed_and_the_rest_run(cli, tmp_path):
+    args = ["tests/problems/add_relu.py", "--generator", "files", "--generator", "template"]
+    run = kernelize(cli, tmp_path, args)
+    assert run.rc == 0, run.stderr
+    module = run.module("Model")
+    assert module["unavailable"] == {"files": "the files generator needs --candidates DIR"}
+    assert module["best"] == "add_relu_kernel"
+    assert re.search(r"\n  files +unavailable: the files generator needs --candidates DIR", run.stdout)

@@ -59,6 +59,8 @@ APP_USER_TOKEN_ONLY = (
 )
 
 ROUTES: dict[tuple[str, str], Route] = {
+    # The manifest flow's last step (manifest.py): no credentials, the one-hour code is the secret
+    ("POST", "/app-manifests/{code}/conversions"): _r("create_from_manifest", "any"),
     ("GET", "/app"): _r("get_app", "app"),
     ("GET", "/app/installations"): _r("list_installations", "app"),
     ("GET", "/app/installations/{installation_id}"): _r("get_installation", "app"),

@@ -3,10 +3,10 @@
 Start one with ``FakeGitHub()`` (or ``with FakeGitHub() as fake:``); point a client at
 ``fake.base_url`` (``http://127.0.0.1:PORT``) or ``fake.enterprise_url`` (the same routes under
 ``/api/v3``, as GitHub Enterprise serves them). ``fake.web_url`` (the same server, at its root)
-serves github.com's pages for the app's OAuth web flow, "Sign in with GitHub" (see ``oauth.py``;
-they skip the OpenAPI steps below). It listens in a background thread
-(``ThreadingHTTPServer``, ephemeral port) and answers one request at a time, so its state is
-never seen half-updated.
+serves github.com's pages for the app's OAuth web flow, "Sign in with GitHub" (see ``oauth.py``),
+and the new-app page of the manifest flow (see ``manifest.py``); they skip the OpenAPI steps below.
+It listens in a background thread (``ThreadingHTTPServer``, ephemeral port) and answers one
+request at a time, so its state is never seen half-updated.
 
 Every request goes through the same steps:
 
@@ -37,7 +37,8 @@ Every request goes through the same steps:
    bugs) go to ``fake.response_violations``.
 
 Implemented endpoints (anything else in the description answers 404 and is listed in
-``fake.unimplemented``; see ``endpoints.ROUTES``): GET /app, GET /app/installations[/{id}],
+``fake.unimplemented``; see ``endpoints.ROUTES``): POST /app-manifests/{code}/conversions,
+GET /app, GET /app/installations[/{id}],
 POST /app/installations/{id}/access_tokens, GET /repos/{o}/{r}/installation,
 GET /installation/repositories, GET /user, GET /user/installations,
 GET /user/installations/{id}/repositories, GET /rate_limit, GET /repos/{o}/{r}, GET .../contents/{path},
@@ -89,6 +90,7 @@ from .base import (
 )
 from .diff import PatchError, parse_patch
 from .endpoints import ROUTES, Endpoints
+from .manifest import NEW_APP, ManifestCode, ManifestVisit, ManifestWeb
 from .oauth import WEB_PAGES, OAuthWeb
 from .openapi import NO_BODY, OpenAPISpec, Operation, load_spec
 from .render import node_id
@@ -117,17 +119,18 @@ from .state import (
 )
 
 
-class FakeGitHub(Endpoints, OAuthWeb):
+class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
     """A stateful fake of GitHub's REST API, served over real HTTP (see the module docstring).
 
     Setting up: ``set_app()``/``configure_app()``, ``add_installation()``, ``add_repo()``,
     ``set_file()``, ``add_pull()``, ``push()``, ``add_issue()``, ``add_issue_comment()``,
     ``set_permission()``, ``adopt_payload()``/``from_payload()``, ``issue_token()``,
     ``add_user_token()``, ``expire_token()``, ``fail_next()``, ``set_rate_limit()``;
-    for signing users in: ``sign_in_browser()``, ``sign_out_browser()``, ``expire_oauth_codes()``.
+    for signing users in: ``sign_in_browser()``, ``sign_out_browser()``, ``expire_oauth_codes()``;
+    for the manifest flow: ``expire_manifest_codes()``.
     Looking: ``requests``, ``violations``, ``response_violations``, ``unimplemented``,
     ``reviews``, ``issue_comments``, ``check_runs``, ``reactions``, ``oauth_authorizations``,
-    ``assert_clean()``.
+    ``manifest_visits``, ``manifest_codes``, ``assert_clean()``.
     """
 
     def __init__(
@@ -166,6 +169,9 @@ class FakeGitHub(Endpoints, OAuthWeb):
         self.browser_login: str | None = None
         self.oauth_codes: dict[str, OAuthCode] = {}
         self.oauth_authorizations: list[dict[str, str | None]] = []
+        # Registering an App from a manifest (manifest.py): codes and new-app page visits
+        self.manifest_codes: dict[str, ManifestCode] = {}
+        self.manifest_visits: list[ManifestVisit] = []
 
         self.requests: list[RecordedRequest] = []
         self.violations: list[Violation] = []
@@ -1054,11 +1060,14 @@ class FakeGitHub(Endpoints, OAuthWeb):
         query = urllib.parse.parse_qs(split.query, keep_blank_values=True)
         rec = RecordedRequest(method, path, raw_path, query, headers, None, raw)
         self.requests.append(rec)
-        if not prefix and path in WEB_PAGES:  # github.com's pages: outside the API and its description
+        new_app = None if prefix else NEW_APP.match(path)
+        if not prefix and (path in WEB_PAGES or new_app):  # github.com's pages: outside the API
             failure = self._take_failure(method, path)
             if failure is not None:
                 rec.injected = True
                 return self._failure_reply(failure), None
+            if new_app:
+                return self._new_app_page(rec, new_app.group("org")), None
             return self._web(rec), None
         body: Any = NO_BODY
         if raw:

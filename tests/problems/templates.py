@@ -204,6 +204,65 @@ class RowSum(nn.Module):
 
 
 # ---------------------------------------------------------------------------
+# Gated activations (SwiGLU, GeGLU): the input's last dimension holds both halves
+
+
+class ChunkSwiGLU(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        return F.silu(a) * b
+
+
+class SplitGeGLU(nn.Module):
+    """Halves of a size read from the module; a bias row over one half."""
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.hidden = dim // 2
+        self.bias = nn.Parameter(torch.linspace(-1.0, 1.0, dim // 2))
+
+    def forward(self, x):
+        gate, up = x.split(self.hidden, dim=-1)
+        return F.gelu(gate + self.bias) * up
+
+
+class SliceGeGLU(nn.Module):
+    """Slicing at a size computed from the shape, tanh GELU."""
+
+    def forward(self, x):
+        d = x.shape[-1] // 2
+        return F.gelu(x[..., :d], approximate="tanh") * x[..., d:]
+
+
+class TorchChunkSwiGLU(nn.Module):
+    """torch.chunk, the halves the other way round, written out."""
+
+    def forward(self, x):
+        up, gate = torch.chunk(x, 2, -1)
+        return up * (gate * torch.sigmoid(gate))
+
+
+class SeparateSwiGLU(nn.Module):
+    """Gate and up projections as two inputs."""
+
+    def forward(self, gate, up):
+        return F.silu(gate) * up
+
+
+class GatedRMSNorm(nn.Module):
+    """SwiGLU on split halves, then an RMSNorm of the result: one row kernel."""
+
+    def __init__(self, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        h = F.silu(a) * b
+        return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+# ---------------------------------------------------------------------------
 # Declined
 
 
@@ -252,3 +311,19 @@ class DataDependent(nn.Module):
             if out.sum() > 0:
                 out = out - 1.0
         return out
+
+
+class ChunkDim0(nn.Module):
+    """Halves of the first dimension."""
+
+    def forward(self, x):
+        a, b = x.chunk(2, dim=0)
+        return F.silu(a) * b
+
+
+class ChunkThree(nn.Module):
+    """Three pieces of the last dimension."""
+
+    def forward(self, x):
+        a, b, _ = x.chunk(3, dim=-1)
+        return F.silu(a) * b

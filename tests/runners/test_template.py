@@ -14,6 +14,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
+import subprocess
+import sys
 import textwrap
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -50,6 +53,12 @@ SUPPORTED = {
     "MeanVarNorm": "_mean_var_fwd_kernel",
     "NormAct": "_layer_norm_fwd_kernel",
     "RowSum": "_sum_amax_amin_fwd_kernel",
+    "ChunkSwiGLU": "_silu_mul_kernel",
+    "SplitGeGLU": "_add_gelu_mul_kernel",
+    "SliceGeGLU": "_gelu_tanh_mul_kernel",
+    "TorchChunkSwiGLU": "_sigmoid_mul_kernel",
+    "SeparateSwiGLU": "_silu_mul_kernel",
+    "GatedRMSNorm": "_rms_norm_fwd_kernel",
 }
 DECLINED = {
     # class: what the report says, in order
@@ -58,11 +67,20 @@ DECLINED = {
     "ColumnSum": ["generator: template: ", "unsupported sum over dim 0", "Tensor.sum, node 'sum_1'"],
     "ColumnBias": ["generator: template: ", "unsupported broadcast", "[16, 1]", "operator.add, node 'add'"],
     "DataDependent": ["generator: template: ", "torch.fx cannot trace forward", "control flow"],
+    "ChunkDim0": ["generator: template: ", "unsupported chunk over dim 0", "Tensor.chunk, node 'chunk'"],
+    "ChunkThree": ["generator: template: ", "unsupported chunk into 3 pieces", "Tensor.chunk, node 'chunk'"],
 }
 # The bfloat16 runs pass in the interpreter too (Triton emulates bf16 there).
 HALF = {
-    "float16": ["ResidualLayerNorm", "HandRMSNorm", "Casts", "ClampWhere"],
-    "bfloat16": ["ScaledSoftmax", "BiasGeluScale", "TorchRMSNorm"],
+    "float16": ["ResidualLayerNorm", "HandRMSNorm", "Casts", "ClampWhere", "ChunkSwiGLU", "SliceGeGLU"],
+    "bfloat16": [
+        "ScaledSoftmax",
+        "BiasGeluScale",
+        "TorchRMSNorm",
+        "SplitGeGLU",
+        "SeparateSwiGLU",
+        "GatedRMSNorm",
+    ],
 }
 
 
@@ -152,14 +170,13 @@ def test_every_class_in_the_file_is_covered(runs):
 # In-process: determinism, and what the code is made of
 
 
-@pytest.fixture(scope="module")
-def rms_norm_problem() -> Problem:
-    (problem,), _ = problems_for(str(ROOT / "tests/problems/layers.py"), str(ROOT), "RMSNorm")
+def _prepared(file: str, class_name: str) -> Problem:
+    (problem,), _ = problems_for(str(ROOT / file), str(ROOT), class_name)
     req = {
         "device": "cpu",
         "file": problem.file,
         "root": problem.root,
-        "class_name": "RMSNorm",
+        "class_name": class_name,
         "dtype": None,
     }
     prep = verify.prepare(req)
@@ -168,9 +185,21 @@ def rms_norm_problem() -> Problem:
     return problem
 
 
-def test_generating_twice_gives_the_same_code(rms_norm_problem):
-    first = TemplateGenerator().generate(rms_norm_problem, 1)
-    second = TemplateGenerator().generate(rms_norm_problem, 4)  # n means nothing to it
+@pytest.fixture(scope="module")
+def rms_norm_problem() -> Problem:
+    return _prepared("tests/problems/layers.py", "RMSNorm")
+
+
+@pytest.fixture(scope="module")
+def swiglu_problem() -> Problem:
+    return _prepared(FILE, "ChunkSwiGLU")
+
+
+@pytest.mark.parametrize("fixture", ["rms_norm_problem", "swiglu_problem"])
+def test_generating_twice_gives_the_same_code(fixture, request):
+    problem = request.getfixturevalue(fixture)
+    first = TemplateGenerator().generate(problem, 1)
+    second = TemplateGenerator().generate(problem, 4)  # n means nothing to it
     assert len(first) == len(second) == 1
     assert first[0].source == second[0].source
     assert first[0].sha256 == second[0].sha256
@@ -183,7 +212,7 @@ def test_generated_code_reads_like_a_kernel_library(rms_norm_problem):
     assert verify.screen_source(source) is None
     for line in ("import torch", "import triton", "import triton.language as tl", "import torch.nn as tnn"):
         assert line in source.splitlines()
-    assert "def _launch_config(n_cols):" in source
+    assert "def _launch_config(n_rows, n_cols, on_cuda):" in source
     assert (
         "@triton.jit\ndef _rms_norm_fwd_kernel(x_ptr, weight_ptr, out_ptr, n_cols, eps, BLOCK_SIZE" in source
     )
@@ -194,8 +223,115 @@ def test_generated_code_reads_like_a_kernel_library(rms_norm_problem):
     init = "    def __init__(self, dim: int, eps: float = 1e-6):"
     assert init in original and init in source
     assert "self.weight = tnn.Parameter(torch.ones(dim) + 0.1 * torch.randn(dim))" in source
-    assert ", self.eps, BLOCK_SIZE=" in source
+    assert "        kernel[grid](x_2d, self.weight, out, n_cols, self.eps, **config)" in source
     assert "1e-06" not in source
+
+
+def test_split_halves_are_read_from_one_input(swiglu_problem):
+    """``a, b = x.chunk(2, dim=-1)``: one pointer, the second half n_cols further along each row."""
+    (cand,) = TemplateGenerator().generate(swiglu_problem, 1)
+    source = cand.source
+    assert verify.screen_source(source) is None
+    assert "def _silu_mul_kernel(x_ptr, out_ptr, n_elements, n_cols, BLOCK_SIZE: tl.constexpr):" in source
+    assert "    split_offsets = offsets + (offsets // n_cols) * n_cols" in source
+    assert "tl.load(x_ptr + split_offsets, mask=mask, other=0.0)" in source
+    assert "tl.load(x_ptr + split_offsets + n_cols, mask=mask, other=0.0)" in source
+    assert "        if x.shape[-1] % 2 != 0:" in source  # odd widths raise instead of misreading
+    assert "        out = torch.empty((*x.shape[:-1], n_cols), dtype=x.dtype, device=x.device)" in source
+    assert "        kernel[grid](x, out, n_elements, n_cols, **config)" in source
+
+
+# The launch checks run in a fresh Python with TRITON_INTERPRET=1 set before Triton is imported (the
+# interpreter only takes over kernels defined after that). The CUDA branch of ``_launch_config`` is taken
+# by showing the generated module an interpreted kernel as its ``triton.JITFunction`` (Triton itself is
+# left alone), and the autotuner times nothing: there are no GPU timers, so every config runs once and
+# counts as equally fast.
+_LAUNCH_CHECK = """
+import json, sys, types
+import torch
+import triton
+
+source, name, kind = sys.argv[1:]
+ns = {}
+exec(compile(open(source).read(), "generated.py", "exec"), ns)
+kernel, tuned, launch_config = ns[name], ns[name + "_autotuned"], ns["_launch_config"]
+report = {"configs": [[c.kwargs, c.num_warps] for c in tuned.configs]}
+torch.manual_seed(0)
+if kind == "pointwise":  # ChunkSwiGLU on (3, 5, 98)
+    x = torch.randn(3, 5, 98)
+    a, b = x.chunk(2, dim=-1)
+    expected, out = torch.nn.functional.silu(a) * b, torch.empty(3, 5, 49)
+    size, args = (out.numel(),), (x, out, out.numel(), 49)
+    report["forward_error"] = (ns["ChunkSwiGLU"]()(x) - expected).abs().max().item()
+else:  # RMSNorm over rows of 97
+    x, weight, out = torch.randn(6, 97), torch.randn(97), torch.empty(6, 97)
+    expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
+    size, args = (6, 97), (x, weight, out, 97, 1e-6)
+report["autotuner_ran"] = bool(tuned.cache)
+chosen, grid, config = launch_config(*size, True)
+report["interpreted_launch"] = [chosen is kernel, grid, config]
+
+compiled = types.ModuleType("triton")
+compiled.__dict__.update(vars(triton))
+compiled.JITFunction = type(kernel)
+ns["triton"] = compiled
+report["cpu_tensors_launch_plainly"] = launch_config(*size, False)[0] is kernel
+chosen, grid, config = launch_config(*size, True)
+report["compiled_launch"] = [chosen is tuned, config]
+report["grid_for_512"] = grid({"BLOCK_SIZE": 512}) if callable(grid) else grid
+def bench(fn, quantiles):
+    fn()
+    return [1.0, 1.0, 1.0]
+tuned._do_bench = bench
+chosen[grid](*args, **config)
+report["tuned_error"] = (out - expected).abs().max().item()
+report["best_is_a_config"] = tuned.best_config in tuned.configs
+print(json.dumps(report))
+"""
+
+
+def _check_launches(source: str, kernel: str, kind: str, tmp_path: Path) -> dict[str, Any]:
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    args = [sys.executable, "-c", _LAUNCH_CHECK, str(path), kernel, kind]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[-1])
+    return report
+
+
+def test_pointwise_launch_is_autotuned_on_cuda_and_plain_in_the_interpreter(swiglu_problem, tmp_path):
+    (cand,) = TemplateGenerator().generate(swiglu_problem, 1)
+    assert "_silu_mul_kernel_autotuned = triton.autotune(" in cand.source
+    assert 'key=["n_elements"]' in cand.source
+    report = _check_launches(cand.source, "_silu_mul_kernel", "pointwise", tmp_path)
+    tuned = [[{"BLOCK_SIZE": b}, w] for b in (512, 1024, 2048, 4096) for w in (4, 8)]
+    assert report["configs"] == tuned
+    # Through forward on CPU tensors, interpreted: right, and the plain launch (nothing was tuned).
+    assert report["forward_error"] < 1e-5
+    assert report["autotuner_ran"] is False
+    assert report["interpreted_launch"] == [True, [1], {"BLOCK_SIZE": 1024, "num_warps": 4}]
+    # Compiled for CUDA: the autotuned kernel, its grid reading the chosen BLOCK_SIZE (735 / 512).
+    assert report["cpu_tensors_launch_plainly"] is True
+    assert report["compiled_launch"] == [True, {}]
+    assert report["grid_for_512"] == [2]
+    assert report["tuned_error"] < 1e-5
+    assert report["best_is_a_config"] is True
+
+
+def test_row_launch_is_autotuned_over_warps_on_cuda(rms_norm_problem, tmp_path):
+    (cand,) = TemplateGenerator().generate(rms_norm_problem, 1)
+    assert "_rms_norm_fwd_kernel_autotuned = triton.autotune(" in cand.source
+    assert 'key=["n_cols"]' in cand.source
+    report = _check_launches(cand.source, "_rms_norm_fwd_kernel", "row", tmp_path)
+    assert report["configs"] == [[{}, w] for w in (4, 8, 16, 32)]
+    assert report["interpreted_launch"] == [True, [6], {"BLOCK_SIZE": 128, "num_warps": 4}]
+    assert report["cpu_tensors_launch_plainly"] is True
+    assert report["compiled_launch"] == [True, {"BLOCK_SIZE": 128}]  # the whole row; the warps tuned
+    assert report["grid_for_512"] == [6]
+    assert report["tuned_error"] < 1e-5
+    assert report["best_is_a_config"] is True
 
 
 def test_trace_marks_numbers_read_from_the_module(rms_norm_problem):
@@ -350,6 +486,77 @@ def test_a_row_vector_broadcasts_and_anything_else_is_declined():
     assert "weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)" in source
     with pytest.raises(Unsupported, match=r"unsupported broadcast: weight has shape \[8, 1\]"):
         render_module(_problem(SOURCE, "Shift"), trace([8, 1]))
+
+
+def _split_trace(*nodes: dict[str, Any]) -> dict[str, Any]:
+    """x of shape [8, 32] taken apart into halves of [8, 16] by ``nodes``, which end in ``out``."""
+    return {
+        "ok": True,
+        "direct_module": True,
+        "nodes": [
+            _node("x", "placeholder", "x", shape=[8, 32]),
+            *nodes,
+            _node("output", "output", "output", {"node": "out"}),
+        ],
+    }
+
+
+def _index(*bounds: Any) -> list[dict[str, Any]]:
+    """``x[..., start:stop]`` as the trace writes it."""
+    return [{"ellipsis": True}, {"slice": list(bounds)}]
+
+
+def test_split_input_used_whole_as_well_is_declined():
+    trace = _split_trace(
+        {**_node("chunk", "call_method", "Tensor.chunk", {"node": "x"}, 2, -1), "shapes": [[8, 16], [8, 16]]},
+        _node("a", "call_function", "operator.getitem", {"node": "chunk"}, 0, shape=[8, 16]),
+        _node("b", "call_function", "operator.getitem", {"node": "chunk"}, 1, shape=[8, 16]),
+        _node("mul", "call_function", "operator.mul", {"node": "a"}, {"node": "b"}, shape=[8, 16]),
+        _node("total", "call_method", "Tensor.sum", {"node": "x"}, -1, True, shape=[8, 1]),
+        _node("out", "call_function", "operator.add", {"node": "mul"}, {"node": "total"}, shape=[8, 16]),
+    )
+    with pytest.raises(Unsupported, match=r"^unsupported use of x whole: .* \(Tensor\.sum, node 'total'\)$"):
+        render_module(_problem(SOURCE, "Shift"), trace)
+
+
+@pytest.mark.parametrize(
+    ("index", "shape", "message"),
+    [
+        (
+            _index(8, 24, None),
+            [8, 16],
+            r"unsupported slice \[8:24\] of the last dimension: only its two halves",
+        ),
+        (_index(None, 16, 2), [8, 8], r"unsupported slice step 2"),
+        ([{"slice": [0, 4, None]}, {"slice": [16, None, None]}], [4, 16], r"unsupported slicing of dim 0"),
+    ],
+)
+def test_slices_other_than_the_two_halves_are_declined(index, shape, message):
+    trace = _split_trace(
+        _node("a", "call_function", "operator.getitem", {"node": "x"}, _index(None, 16, None), shape=[8, 16]),
+        _node("b", "call_function", "operator.getitem", {"node": "x"}, index, shape=shape),
+        _node("out", "call_function", "operator.mul", {"node": "a"}, {"node": "b"}, shape=[8, 16]),
+    )
+    with pytest.raises(Unsupported, match=message + r".*\(operator\.getitem, node 'b'\)$"):
+        render_module(_problem(SOURCE, "Shift"), trace)
+
+
+def test_split_sizes_read_from_the_module_are_checked_at_call_time():
+    """``x[..., :self.hidden]`` and ``x[..., self.hidden:]``: both halves; forward refuses other widths."""
+    hidden = {"attr": "hidden", "value": 16}
+    trace = _split_trace(
+        _node(
+            "a", "call_function", "operator.getitem", {"node": "x"}, _index(None, hidden, None), shape=[8, 16]
+        ),
+        _node(
+            "b", "call_function", "operator.getitem", {"node": "x"}, _index(hidden, None, None), shape=[8, 16]
+        ),
+        _node("out", "call_function", "operator.mul", {"node": "a"}, {"node": "b"}, shape=[8, 16]),
+    )
+    source, kernel, _ = render_module(_problem(SOURCE, "Shift"), trace)
+    assert kernel == "_mul_kernel"
+    assert "        if x.shape[-1] != 2 * self.hidden:" in source
+    assert "x_first_half * x_second_half" in source
 
 
 def test_subclass_of_another_module_is_declined():

@@ -1,0 +1,32 @@
+import torch
+from torch import nn
+
+
+class LayerNorm(nn.Module):
+    """nn.LayerNorm over the hidden size of a (batch, seq, hidden) activation."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-5):
+        super().__init__()
+        self.norm = nn.LayerNorm(hidden_size, eps=eps)
+        with torch.no_grad():  # affine weights away from their init, so a kernel that drops them fails
+            self.norm.weight.add_(0.1 * torch.randn(hidden_size))
+            self.norm.bias.add_(0.1 * torch.randn(hidden_size))
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+def get_inputs():
+    return [torch.randn(8, 1024, 4096)]
+
+
+def get_init_inputs():
+    return [4096]
+
+
+def get_small_inputs():
+    return [torch.randn(2, 8, 64)]
+
+
+def get_small_init_inputs():
+    return [64]
