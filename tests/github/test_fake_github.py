@@ -146,12 +146,9 @@ def _jwt(private_pem: str, **claims: Any) -> str:
 @pytest.mark.parametrize(
     ("claims", "message"),
     [
-        ({"exp": int(time.time()) + 1200}, "'Expiration time' claim ('exp') is too far in the future"),
-        (
-            {"exp": int(time.time()) - 5, "iat": int(time.time()) - 100},
-            "'Expiration time' claim ('exp') must be",
-        ),
-        ({"iat": int(time.time()) + 600}, "'Issued at' claim ('iat') must be an Integer"),
+        ({"exp": 1200}, "'Expiration time' claim ('exp') is too far in the future"),
+        ({"exp": -5, "iat": -100}, "'Expiration time' claim ('exp') must be"),
+        ({"iat": 600}, "'Issued at' claim ('iat') must be an Integer"),
         ({"iss": "1"}, "Integration not found"),
     ],
 )
@@ -161,6 +158,9 @@ def test_bad_app_jwts_get_401(
     claims: dict[str, Any],
     message: str,
 ) -> None:
+    # Times are offsets from now, taken when the test runs (not when the suite was collected).
+    now = int(time.time())
+    claims = {k: now + v if k in ("exp", "iat") else v for k, v in claims.items()}
     answer = requests.get(
         f"{fake_github.base_url}/app", headers={"Authorization": f"Bearer {_jwt(app.private_pem, **claims)}"}
     )
