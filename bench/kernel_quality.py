@@ -60,6 +60,7 @@ from runners.results import (  # noqa: E402
     Status,
     Timing,
     Verdict,
+    is_generator_row,
     report_from_dict,
     to_dict,
 )
@@ -128,15 +129,6 @@ def describe_inputs(m: ModuleReport) -> str:
     return ", ".join(parts) or "—"
 
 
-def _declined(c: CandidateResult) -> bool:
-    """The engine records a generator that raised as one ERROR result named after the generator."""
-    return (
-        c.id == c.generator
-        and c.status is Status.ERROR
-        and c.reason.startswith(("generator: ", "generator failed: "))
-    )
-
-
 def _pick(cands: list[CandidateResult], winner: CandidateResult | None) -> CandidateResult:
     """The winner when it is among ``cands``; else the fastest verified, the first verified, the first."""
     if winner is not None and any(c is winner for c in cands):
@@ -192,7 +184,7 @@ def rows_for(m: ModuleReport, generators: list[str], min_speedup: float) -> list
     rows = []
     for gen in seen:
         cands = [c for c in m.candidates if c.generator == gen]
-        made = [c for c in cands if not _declined(c)]
+        made = [c for c in cands if not is_generator_row(c)]
         if not cands:
             rows.append(Row(m.target, inputs, gen, "not asked"))
         elif not made:
@@ -216,7 +208,7 @@ def rows_for(m: ModuleReport, generators: list[str], min_speedup: float) -> list
 def portfolio_row(m: ModuleReport, min_speedup: float) -> Row:
     """The engine's pick for one problem: its best, else the fastest (or first) verified candidate."""
     inputs = describe_inputs(m)
-    made = [c for c in m.candidates if not _declined(c)]
+    made = [c for c in m.candidates if not is_generator_row(c)]
     if m.status == "skipped" or not made:
         return Row(m.target, inputs, PORTFOLIO, m.status if m.status == "skipped" else "declined")
     c = _pick(made, m.best_candidate())

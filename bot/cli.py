@@ -254,8 +254,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         Path(args.markdown).write_text(render.markdown(report), encoding="utf-8")
     print(render.text_table(report))
     # Every generator failed before producing anything (no weights, no server): a setup problem.
-    gen_errors = [c for m in report.modules for c in m.candidates if c.id == c.generator]
-    if gen_errors and all(c.id == c.generator for m in report.modules for c in m.candidates):
+    from runners.results import is_generator_row
+
+    gen_errors = [c for m in report.modules for c in m.candidates if is_generator_row(c)]
+    if gen_errors and all(is_generator_row(c) for m in report.modules for c in m.candidates):
         raise UserError(gen_errors[0].reason)
     built = [m for m in report.modules if m.status != "skipped"]
     if not built:

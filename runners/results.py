@@ -139,7 +139,7 @@ def generator_outcomes(m: ModuleReport, timed: bool, min_speedup: float) -> list
 def _outcome(
     gen: str, cands: list[CandidateResult], winner: CandidateResult | None, timed: bool, min_speedup: float
 ) -> GeneratorOutcome:
-    made = [c for c in cands if not _generator_row(c)]
+    made = [c for c in cands if not is_generator_row(c)]
     if not made:  # the generator itself failed or declined: one row named after it
         reason = cands[0].reason.removeprefix("generator: ")
         return GeneratorOutcome(gen, 0, None, False, f"declined: {reason}")
@@ -178,9 +178,13 @@ def _outcome(
     return GeneratorOutcome(gen, len(made), own.id, False, why)
 
 
-def _generator_row(c: CandidateResult) -> bool:
-    """The row the engine writes when a generator itself fails or declines (named after it)."""
-    return c.id == c.generator and c.status is Status.ERROR and c.reason.startswith("generator")
+def is_generator_row(c: CandidateResult) -> bool:
+    """The row the engine writes when a generator itself fails or declines: one ERROR named after it."""
+    return (
+        c.id == c.generator
+        and c.status is Status.ERROR
+        and c.reason.startswith(("generator: ", "generator failed: "))
+    )
 
 
 def _x(v: float | None) -> str:
