@@ -360,6 +360,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
     from runners import observability
     from runners import tasks as runner_tasks
 
+    from bot.db import prepare_sqlite_files
+
+    prepare_sqlite_files(settings.broker_url, settings.result_backend)
     app = make_celery(settings.broker_url, settings.result_backend)
     bot_tasks.register(app)
     if "gpu" in queues:  # one machine doing both: the same process also runs the engine
@@ -417,6 +420,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     except SQLAlchemyError as exc:
         reason = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
         raise UserError(f"cannot open the database {mask_url(settings.database_url)}: {reason}") from None
+    db.prepare_sqlite_files(settings.broker_url, settings.result_backend)
     celery = make_celery(settings.broker_url, settings.result_backend)
     from bot.events import decide as events_decide
 

@@ -43,8 +43,39 @@ def make_engine(url: str) -> Engine:
     else:
         # Writers queue for the file lock instead of failing at once (pysqlite's default is 5 s).
         engine = create_engine(parsed, connect_args={"timeout": 15})
+        use_wal(parsed.database)
     _sqlite_real_transactions(engine)
     return engine
+
+
+def use_wal(path: str) -> None:
+    """Put the SQLite file at ``path`` in write-ahead-log mode (kept by the file, for every process).
+
+    In WAL mode readers never wait for the writer nor the writer for readers: the worker polling
+    the embedded broker, the dashboard reading and the web process recording a delivery do not
+    queue behind each other; only writers take turns, each for one short transaction."""
+    import sqlite3
+
+    if not Path(path).parent.is_dir():
+        return  # the engine's first connection reports it, where the caller handles errors
+    conn = sqlite3.connect(path, timeout=15)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+    finally:
+        conn.close()
+
+
+def prepare_sqlite_files(*urls: str | None) -> None:
+    """WAL mode for each SQLite file among Celery's ``sqla+sqlite:///`` / ``db+sqlite:///`` URLs."""
+    for url in urls:
+        if not url:
+            continue
+        scheme, _, rest = url.partition("+")
+        if scheme not in ("sqla", "db") or not rest.startswith("sqlite"):
+            continue
+        database = make_url(rest).database
+        if database not in (None, "", ":memory:"):
+            use_wal(database)
 
 
 def _sqlite_real_transactions(engine: Engine) -> None:

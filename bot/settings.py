@@ -115,11 +115,8 @@ class Settings(BaseSettings):
             raise ValueError(
                 f"set {ENV_PREFIX}GITHUB_PRIVATE_KEY or {ENV_PREFIX}GITHUB_PRIVATE_KEY_PATH, not both"
             )
-        if self.result_backend is None and self.database_url.startswith(("sqlite", "postgres")):
-            # Celery's database backend keeps results in the app's own database (tables celery_*).
-            from bot.db import normalize_url
-
-            self.result_backend = "db+" + normalize_url(self.database_url)
+        if self.result_backend is None:
+            self.result_backend = _derived_result_backend(self.database_url)
         return self
 
     def private_key(self) -> str | None:
@@ -142,6 +139,29 @@ class Settings(BaseSettings):
             if name in ("database_url", "broker_url", "result_backend") and isinstance(value, str):
                 value = mask_url(value)
             yield name, value
+
+
+def _derived_result_backend(database_url: str) -> str | None:
+    """Where Celery keeps task results when ``KERNELIZE_RESULT_BACKEND`` is not set.
+
+    PostgreSQL: the app's own database (tables ``celery_*``). A SQLite file: a file of its own beside
+    it (``kernelize.db`` → ``kernelize-results.db``). SQLite has one writer per file: with results in
+    the app's file, a worker storing a result and the web process recording a delivery while it
+    enqueues wait on each other's lock, and the first signed delivery hung past GitHub's 10 s."""
+    from sqlalchemy.engine import make_url
+
+    from bot.db import normalize_url
+
+    if database_url.startswith("postgres"):
+        return "db+" + normalize_url(database_url)
+    if not database_url.startswith("sqlite"):
+        return None
+    url = make_url(database_url)
+    if url.database in (None, "", ":memory:"):
+        return None  # nothing another process could share: set KERNELIZE_RESULT_BACKEND
+    path = Path(url.database)
+    results = path.with_name(f"{path.stem}-results{path.suffix or '.db'}")
+    return "db+" + url.set(database=str(results)).render_as_string(hide_password=False)
 
 
 def mask_url(url: str) -> str:

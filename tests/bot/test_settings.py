@@ -85,7 +85,7 @@ def test_defaults() -> None:
     assert settings.github_api_url == "https://api.github.com"
     assert settings.database_url == "sqlite:///kernelize.db"
     assert settings.broker_url == "sqla+sqlite:///kernelize-broker.db"
-    assert settings.result_backend == "db+sqlite:///kernelize.db"
+    assert settings.result_backend == "db+sqlite:///kernelize-results.db"  # not the app's own file
     assert settings.max_body_bytes == 25 * 2**20
     assert settings.private_key() is None
 
@@ -96,6 +96,9 @@ def test_defaults() -> None:
         ("postgresql://kz:pw@db/kernelize", "db+postgresql+psycopg://kz:pw@db/kernelize"),
         ("postgres://kz@db/kernelize", "db+postgresql+psycopg://kz@db/kernelize"),
         ("postgresql+psycopg://db/k", "db+postgresql+psycopg://db/k"),
+        ("sqlite:////srv/kz/app.db", "db+sqlite:////srv/kz/app-results.db"),
+        ("sqlite:///state/kernelize", "db+sqlite:///state/kernelize-results.db"),
+        ("sqlite://", None),  # in memory: nothing a worker could share
         ("mysql+pymysql://db/k", None),  # no derived backend: set KERNELIZE_RESULT_BACKEND
     ],
 )

@@ -19,6 +19,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -28,7 +29,8 @@ from tests.fake_github import FakeGitHub, added_file_patch
 redis = pytest.importorskip("redis")
 
 ROOT = Path(__file__).resolve().parents[2]
-PAYLOAD = ROOT / "tests/fixtures/github-webhooks/payload-examples/pull_request/opened.payload.json"
+EXAMPLES = ROOT / "tests/fixtures/github-webhooks/payload-examples"
+PAYLOAD = EXAMPLES / "pull_request/opened.payload.json"
 BROKER, BACKEND = "redis://127.0.0.1:6379/13", "redis://127.0.0.1:6379/14"
 KILL_BROKER, KILL_BACKEND = "redis://127.0.0.1:6379/9", "redis://127.0.0.1:6379/10"
 SECRET = "e2e-webhook-secret-0f3a9c51d2"
@@ -84,6 +86,7 @@ class World:
         self.fake.set_file(self.owner, self.repo, self.head, "models/layers.py", self.source)
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
+        # What a new user sets: the secret, the App and where GitHub is. Nothing else.
         self.github_env = (
             _base_env()
             | extra_env
@@ -92,6 +95,10 @@ class World:
                 "KERNELIZE_GITHUB_APP_ID": str(creds.app_id),
                 "KERNELIZE_GITHUB_PRIVATE_KEY": creds.private_pem,
                 "KERNELIZE_GITHUB_API_URL": self.fake.base_url,
+            }
+        )
+        if mode != "defaults":
+            self.github_env |= {
                 "KERNELIZE_DATABASE_URL": f"sqlite:///{tmp_path / 'kz.db'}",
                 "KERNELIZE_BROKER_URL": broker,
                 "KERNELIZE_RESULT_BACKEND": backend,
@@ -99,7 +106,6 @@ class World:
                 "KERNELIZE_SECONDS_BETWEEN_WRITES": "0",
                 "KERNELIZE_CANDIDATE_TIMEOUT_S": "120",
             }
-        )
         # The GPU side gets the broker and its own resources: no secret, no key, no database.
         self.gpu_env = (
             _base_env()
@@ -147,22 +153,36 @@ class World:
     def logs(self) -> str:
         return "\n".join(f"--- {n}\n{self.log(n)[-4000:]}" for n in self.procs)
 
-    def post(self, delivery: str) -> httpx.Response:
-        body = json.dumps(self.payload).encode()
+    def post(
+        self, delivery: str, event: str = "pull_request", payload: dict[str, Any] | None = None
+    ) -> httpx.Response:
+        body = json.dumps(self.payload if payload is None else payload).encode()
         sig = "sha256=" + hmac.new(SECRET.encode(), body, hashlib.sha256).hexdigest()
         headers = {
-            "X-GitHub-Event": "pull_request",
+            "X-GitHub-Event": event,
             "X-GitHub-Delivery": delivery,
             "X-Hub-Signature-256": sig,
             "Content-Type": "application/json",
         }
         return httpx.post(f"{self.url}/webhook", content=body, headers=headers, timeout=10)
 
-    def wait_for_completed_check(self, timeout: float = 300) -> None:
+    def wait_for_completed_check(self, timeout: float = 300, count: int = 1) -> None:
         deadline = time.monotonic() + timeout
-        while not any(c.status == "completed" for c in self.fake.check_runs[(self.owner, self.repo)]):
+        while sum(c.status == "completed" for c in self.fake.check_runs[(self.owner, self.repo)]) < count:
             assert time.monotonic() < deadline, "no completed check run\n" + self.logs()
             time.sleep(0.5)
+
+    def command_payload(self, login: str, body: str) -> dict[str, Any]:
+        """The octokit ``issue_comment`` payload as ``login`` commenting ``body`` on this pull request."""
+        payload = json.loads((EXAMPLES / "issue_comment/created.payload.json").read_text())
+        made = self.fake.add_issue_comment(self.owner, self.repo, self.number, login, body)
+        payload["repository"] = self.payload["repository"]
+        payload["installation"] = self.payload["installation"]
+        payload["issue"]["number"] = self.number
+        payload["issue"]["pull_request"] = {"url": self.payload["pull_request"]["url"]}
+        payload["comment"].update(id=made.id, body=body)
+        payload["sender"].update(login=login, type="User")
+        return payload
 
     def close(self) -> None:
         for p in self.procs.values():
@@ -249,6 +269,43 @@ def test_a_gpu_worker_killed_mid_task_is_replaced_and_posts_once(tmp_path: Path)
         [check] = w.fake.check_runs[(w.owner, w.repo)]
         assert check.conclusion == "success"
         assert "succeeded" in w.log("gpu2")
+        w.fake.assert_clean()
+    finally:
+        w.close()
+
+
+def test_the_defaults_answer_a_pull_request_and_a_command(tmp_path: Path) -> None:
+    """``kernelize serve`` with no database, broker, result backend or generator setting (SQLite files
+    in the working directory, the embedded broker, its own worker, the default portfolio): deliveries
+    answer well inside GitHub's 10 s, a burst included, and the review and check run appear."""
+    w = World(tmp_path, "defaults", "", "", {})
+    try:
+        w.fake.set_permission(w.owner, w.repo, "maintainer", "write")
+        started = time.monotonic()
+        first = w.post("defaults-1")
+        assert first.status_code == 202, first.text + w.logs()
+        assert time.monotonic() - started < 5, w.logs()
+        # A burst while the worker is busy planning and kernelizing: each answers, none waits on it.
+        for i in range(20):
+            started = time.monotonic()
+            ping = w.post(f"defaults-burst-{i}", "ping", {"zen": "Keep it logically awesome.", "hook_id": i})
+            assert ping.status_code == 200 and time.monotonic() - started < 5, ping.text + w.logs()
+        w.wait_for_completed_check(timeout=400)
+        [check] = w.fake.check_runs[(w.owner, w.repo)]
+        assert check.conclusion == "success", check.output
+        [review] = w.fake.reviews[(w.owner, w.repo, w.number)]
+        assert any("```suggestion" in c.body for c in review.comments)
+
+        started = time.monotonic()
+        command = w.post("defaults-2", "issue_comment", w.command_payload("maintainer", "/kernelize"))
+        assert command.status_code == 202 and time.monotonic() - started < 5, command.text + w.logs()
+        w.wait_for_completed_check(timeout=400, count=2)
+        assert [c.conclusion for c in w.fake.check_runs[(w.owner, w.repo)]] == ["success", "success"]
+        assert sorted(p.name for p in tmp_path.glob("*.db")) == [
+            "kernelize-broker.db",
+            "kernelize-results.db",
+            "kernelize.db",
+        ]
         w.fake.assert_clean()
     finally:
         w.close()
