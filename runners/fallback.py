@@ -5,14 +5,22 @@ A suggestion replaces a class in someone's file; users on CPU must not break.
 suggested: the candidate's ``forward`` becomes ``_forward_triton``, the
 original ``forward`` comes along as ``_forward_eager`` (with any helper
 methods and class attributes the candidate lacks), and a new ``forward`` with
-the original signature picks one by device::
+the original signature picks one by device, and by whether autograd records::
 
     def forward(self, x, mask=None):
         tensors = [a for a in (x, mask) if isinstance(a, torch.Tensor)]
         on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)
-        if on_gpu or os.environ.get("TRITON_INTERPRET") == "1":
+        records = torch.is_grad_enabled() and (
+            any(t.requires_grad for t in tensors)
+            or any(p.requires_grad for p in self.parameters())
+        )
+        if (on_gpu or os.environ.get("TRITON_INTERPRET") == "1") and not records:
             return self._forward_triton(x, mask)
         return self._forward_eager(x, mask)
+
+A Triton launch's output has no autograd history, so a kernel path under training would
+silently stop the layer (and everything before it) from learning; the checks compare the
+suggestion's input and parameter gradients with the original's.
 
 The result is what the checks run (in the namespace of the original file, as
 it will live there), so the code verified is the code suggested; the checks
@@ -110,10 +118,15 @@ def _dispatch(original_forward: ast.FunctionDef) -> str:
         [
             f"def forward({signature}){returns}:",
             "    # Triton kernels run on CUDA tensors (on the CPU only under TRITON_INTERPRET=1);",
-            "    # everything else keeps the original computation.",
+            "    # everything else keeps the original computation. So does training: the kernels",
+            "    # have no backward, so whenever autograd would record, the original ops run.",
             f"    tensors = [a for a in ({pool}) if isinstance(a, torch.Tensor)]",
             "    on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)",
-            '    if on_gpu or os.environ.get("TRITON_INTERPRET") == "1":',
+            "    records = torch.is_grad_enabled() and (",
+            "        any(t.requires_grad for t in tensors)",
+            "        or any(p.requires_grad for p in self.parameters())",
+            "    )",
+            '    if (on_gpu or os.environ.get("TRITON_INTERPRET") == "1") and not records:',
             f"        return self.{TRITON}({call})",
             f"    return self.{EAGER}({call})",
         ]

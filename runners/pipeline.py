@@ -21,6 +21,7 @@ from runners.discover import ModuleClass, find_modules
 from runners.fallback import FallbackError, with_eager_path
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
+from runners.judge import CANDIDATE_OUTPUTS, TRAINING_ORIGINAL, TRAINING_UNCHECKED, Judge, judging
 from runners.normalize import normalize
 from runners.results import (
     Baselines,
@@ -50,6 +51,7 @@ class Settings:
     eager_path: bool = True
     dtype: str | None = None  # check in this dtype (floating parameters and inputs cast), else as built
     tolerance: dict[str, list[float]] | None = None  # tighter bounds by dtype key (never looser)
+    seed: int | None = None  # the judge's input seed; None: drawn afresh for every run
 
 
 def _quiet(_: str) -> None:
@@ -115,7 +117,8 @@ def kernelize(
     progress: Progress = _quiet,
 ) -> ModuleReport:
     report = ModuleReport(target=problem.target, file=problem.rel_path, class_name=problem.class_name)
-    with _cache_dirs(settings.device) as env:
+    with contextlib.ExitStack() as stack:
+        env = stack.enter_context(_cache_dirs(settings.device))
         progress(f"{problem.target}: building the module and its inputs")
         prep = _prepare(problem, settings, env)
         if not prep.get("ok"):
@@ -140,6 +143,28 @@ def kernelize(
         ]
 
         problem.build = build
+        judge = stack.enter_context(
+            judging(
+                device=settings.device,
+                file=problem.file,
+                root=problem.root,
+                class_name=problem.class_name,
+                build=build,
+                variants=prep["variants"],
+                dtype=settings.dtype,
+                grad=settings.eager_path,
+                tolerance=settings.tolerance,
+                seed=settings.seed,
+            )
+        )
+        progress(f"{problem.target}: running the original on {len(judge.planned)} judge-chosen calls")
+        failed = judge.run_reference(
+            sandbox.Limits(settings.timeout_s, settings.memory_mb), env, settings.python
+        )
+        if failed:
+            report.status, report.reason = "skipped", failed
+            progress(f"{problem.target}: skipped: {failed}")
+            return report
         candidates = _collect(problem, generators, settings, report, progress)
         rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
         sources = {(c.generator, c.id): c.source for c in candidates}
@@ -151,7 +176,7 @@ def kernelize(
                 )
                 continue
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
-            result = evaluate_candidate(problem, cand, prep, settings, env)
+            result = evaluate_candidate(problem, cand, prep, settings, env, judge)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
             progress(
@@ -246,8 +271,15 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
 
 
 def evaluate_candidate(
-    problem: Problem, cand: Candidate, prep: dict[str, Any], settings: Settings, env: dict[str, str]
+    problem: Problem,
+    cand: Candidate,
+    prep: dict[str, Any],
+    settings: Settings,
+    env: dict[str, str],
+    judge: Judge,
 ) -> CandidateResult:
+    """The candidate's runner (its own sandbox) runs the checks it can run on itself and the judge's
+    calls; the verdict is the judge's, from the outputs it reads back (``runners/judge.py``)."""
     result = CandidateResult(
         cand.id,
         cand.generator,
@@ -277,6 +309,7 @@ def evaluate_candidate(
             "generated": cand.generated,
             "dtype": settings.dtype,
             "tolerance": settings.tolerance,
+            "judge": judge.request("candidate", CANDIDATE_OUTPUTS).to_dict(),
         }
         res = sandbox.run(
             "runners.verify:evaluate",
@@ -284,6 +317,7 @@ def evaluate_candidate(
             sandbox.Limits(settings.timeout_s, settings.memory_mb),
             env=env,
             python=settings.python,
+            collect=CANDIDATE_OUTPUTS,
         )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]
@@ -297,8 +331,29 @@ def evaluate_candidate(
         result.status, result.reason = Status.ERROR, res.reason
         return result
     p = res.payload
-    result.status = Status(p["status"])
-    result.reason = p.get("reason", "")
+    try:
+        result.status = Status(str(p.get("status")))
+    except ValueError:
+        result.status, result.reason = Status.REJECTED, "judge: the candidate's runner answered no status"
+        return result
+    result.reason = str(p.get("reason", ""))
+    if result.status is Status.CORRECT:
+        # The runner's "correct" is a claim; the judge's comparison is the verdict.
+        verdict = judge.check(p.get("judge_reply"), res.blob, cand.generated or cand.source)
+        if verdict.status != "correct":
+            result.status, result.reason = Status(verdict.status), verdict.reason
+            return result
+        result.training = TRAINING_ORIGINAL if verdict.training_checked else TRAINING_UNCHECKED
+        result.provenance = {
+            **result.provenance,
+            "judge": {
+                "seed": judge.seed,
+                "families": verdict.families,
+                "skipped": verdict.skipped,
+                "max_abs_error": verdict.errors.max_abs,
+                "max_rel_error": verdict.errors.max_rel,
+            },
+        }
     result.max_abs_error = p.get("max_abs_error")
     result.max_rel_error = p.get("max_rel_error")
     result.triton_launches = p.get("triton_launches")

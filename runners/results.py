@@ -86,6 +86,9 @@ class CandidateResult:
     notes: list[str] = field(default_factory=list)  # caveats a reviewer should read (TF32, rechecked)
     triton_launches: int | None = None
     shapes_checked: list[list[list[int]]] = field(default_factory=list)
+    # What runs when autograd records, as checked (gradients against the original's):
+    # "original path (no backward kernel yet)"; empty when never checked.
+    training: str = ""
     timings: dict[str, Timing] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     stdout_tail: str = ""

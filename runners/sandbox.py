@@ -72,6 +72,9 @@ class SandboxResult:
     stdout_tail: str
     wall_s: float
     isolation: list[str] = field(default_factory=list)
+    # The file the caller asked to collect from the working directory, read once the process and
+    # its group were gone (b"" when it wrote none): the runner's output buffers.
+    blob: bytes = b""
 
 
 def harden_parent() -> None:
@@ -134,8 +137,11 @@ def run(
     *,
     env: dict[str, str] | None = None,
     python: str | None = None,
+    collect: str | None = None,
 ) -> SandboxResult:
-    """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox."""
+    """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox.
+
+    ``collect``: a file name in the sandbox's working directory to hand back as ``blob``."""
     harden_parent()
     workdir = tempfile.mkdtemp(prefix="kernelize-sbx-")
     read_fd, write_fd = os.pipe()
@@ -170,7 +176,11 @@ def run(
         reader.join(timeout=5)
         wall = time.monotonic() - start
         tail = _tail(out_path)
-        return _result(proc.returncode, b"".join(chunks), killed_for, limits, tail, wall)
+        result = _result(proc.returncode, b"".join(chunks), killed_for, limits, tail, wall)
+        if collect:
+            with contextlib.suppress(OSError):
+                result.blob = (Path(workdir) / collect).read_bytes()
+        return result
     finally:
         with contextlib.suppress(OSError):
             os.close(read_fd)

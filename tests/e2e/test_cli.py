@@ -222,7 +222,7 @@ def test_markdown_report(add_relu):
     md = add_relu.markdown
     assert md.startswith("# Kernelize report")
     assert (
-        "| candidate | generator | status | max abs err | ms | vs eager | vs compile | "
+        "| candidate | generator | status | max abs err | ms | vs eager | vs compile | training | "
         "PyTorch ops kept | notes |"
     ) in md
     assert "not measured" in md

@@ -141,7 +141,32 @@ def test_the_combined_class_runs_both_paths_on_cpu(monkeypatch):
     expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-5)
     assert torch.allclose(module(x), expected)  # the original computation
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert module(x) is x  # the candidate's forward
+    with torch.no_grad():
+        assert module(x) is x  # the candidate's forward
+    with torch.inference_mode():
+        assert module(x) is x
+
+
+def test_when_autograd_records_the_original_computation_runs(monkeypatch):
+    """A kernel's output has no autograd history: under training the suggestion takes the original
+    path, whether the gradient is wanted for a parameter or only for an input."""
+    import torch
+
+    namespace: dict[str, object] = {}
+    exec(compile(ORIGINAL, "original.py", "exec"), namespace)
+    exec(compile(with_eager_path(CANDIDATE, ORIGINAL, "Norm"), "combined.py", "exec"), namespace)
+    module = namespace["Norm"](dim=4)  # type: ignore[operator]
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    x = torch.randn(2, 4)
+    out = module(x)  # grad on, the parameter requires it
+    assert out is not x and out.grad_fn is not None
+    module.requires_grad_(False)  # frozen (fine-tuning something else)
+    assert module(x) is x  # nothing to record: the kernel
+    leaf = x.clone().requires_grad_(True)
+    out = module(leaf)
+    assert out is not leaf and out.grad_fn is not None
+    out.sum().backward()
+    assert leaf.grad is not None
 
 
 # ---------------------------------------------------------------------------
@@ -174,6 +199,28 @@ def test_a_candidate_whose_cpu_path_breaks_is_not_correct(scaled):
     bad = candidates["renamed_attribute.py"]
     assert bad["status"] == "incorrect"
     assert bad["reason"].startswith("check 3 (CPU path): the original computation raised: AttributeError")
+
+
+def test_the_suggestion_says_training_takes_the_original_path(scaled):
+    candidates, module = scaled
+    assert candidates["ok.py"]["training"] == "original path (no backward kernel yet)"
+    assert "torch.is_grad_enabled()" in module["best_source"]
+
+
+@pytest.mark.parametrize(
+    ("name", "fragment"),
+    [
+        ("detached_helper.py", "gradient of parameter bias: output: max abs error"),
+        ("wrong_backward.py", "gradient of input 0: output: max abs error"),
+    ],
+)
+def test_gradients_that_differ_from_the_original_are_caught(scaled, name, fragment):
+    """Forward outputs are right (grad off, checks 2-4 and the CPU path pass); only the gradients,
+    taken with grad on for an upstream gradient the checker chose, differ."""
+    candidates, _ = scaled
+    assert candidates[name]["status"] == "incorrect"
+    reason = candidates[name]["reason"]
+    assert reason.startswith("training (") and fragment in reason, reason
 
 
 def test_kernel_only_verifies_the_candidate_alone(cli, tmp_path):

@@ -1,0 +1,107 @@
+"""Tensors as raw bytes in a file, and plain tensors rebuilt from them.
+
+A writer appends each tensor's storage span (from element 0 of its view's storage to the last
+element it reaches) and returns a :class:`~runners.protocol.TensorRef`; :func:`rebuild` makes a
+fresh, plain ``torch.Tensor`` from the bytes with the same dtype, shape, strides and storage
+offset. Nothing but bytes crosses: a subclass or a hook on the writer's side cannot survive.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import torch
+
+from runners.protocol import ProtocolError, TensorRef
+
+ALIGN = 64
+
+
+def dtype_of(name: str) -> torch.dtype:
+    dtype = getattr(torch, name, None)
+    if not isinstance(dtype, torch.dtype):
+        raise ProtocolError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def span_elements(shape: tuple[int, ...], strides: tuple[int, ...], storage_offset: int) -> int:
+    """Elements of storage a view needs, counted from the storage's start."""
+    if any(s == 0 for s in shape):
+        return 0
+    return storage_offset + 1 + sum((n - 1) * st for n, st in zip(shape, strides, strict=True))
+
+
+class Writer:
+    """Appends tensors to a binary file."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._fh: BinaryIO = open(self.path, "wb")  # noqa: SIM115 (closed in close())
+        self._pos = 0
+
+    def add(self, t: torch.Tensor) -> TensorRef:
+        # The view's own geometry; the bytes are its storage span.
+        plain = t.detach()
+        shape, strides = tuple(int(n) for n in plain.shape), tuple(int(n) for n in plain.stride())
+        offset = int(plain.storage_offset())
+        n = span_elements(shape, strides, offset)
+        pad = (-self._pos) % ALIGN
+        if pad:
+            self._fh.write(b"\0" * pad)
+            self._pos += pad
+        start = self._pos
+        if n:
+            flat = plain.as_strided((n,), (1,), 0).cpu().contiguous()
+            data = flat.view(torch.uint8).numpy().tobytes()
+            self._fh.write(data)
+            self._pos += len(data)
+        return TensorRef(
+            offset=start,
+            nbytes=self._pos - start,
+            dtype=str(plain.dtype).removeprefix("torch."),
+            shape=shape,
+            strides=strides,
+            storage_offset=offset,
+            device=plain.device.type,
+        )
+
+    def close(self) -> None:
+        self._fh.close()
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def rebuild(data: bytes | bytearray | memoryview, ref: TensorRef, device: str = "cpu") -> torch.Tensor:
+    """A fresh plain tensor from ``ref``'s bytes in ``data``; ProtocolError when they do not fit."""
+    dtype = dtype_of(ref.dtype)
+    itemsize = torch.empty((), dtype=dtype).element_size()
+    need = span_elements(ref.shape, ref.strides, ref.storage_offset)
+    if ref.nbytes != need * itemsize or ref.offset + ref.nbytes > len(data):
+        raise ProtocolError(
+            f"tensor {list(ref.shape)} {ref.dtype}: {ref.nbytes} bytes at {ref.offset} do not fit "
+            f"(needs {need * itemsize}, the buffer has {len(data)})"
+        )
+    if need == 0:
+        return torch.empty_strided(ref.shape, ref.strides or (), dtype=dtype, device=device)
+    raw = bytearray(memoryview(data)[ref.offset : ref.offset + ref.nbytes])
+    storage = torch.frombuffer(raw, dtype=torch.uint8).view(dtype)
+    return storage.to(device).as_strided(ref.shape, ref.strides, ref.storage_offset)
+
+
+def numel(ref: TensorRef) -> int:
+    return math.prod(ref.shape)
+
+
+def sha256_file(path: str | Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

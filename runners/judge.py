@@ -1,0 +1,464 @@
+"""The judge: decides whether a candidate computes what the original computes, from outside both.
+
+The judge never imports the pull request's module nor a candidate. Per module it
+
+1. plans the calls: input families chosen here, with a seed drawn per run that no runner can know
+   in advance (normal draws; large magnitudes with outliers; zero and all-negative rows; batch of
+   one; other and odd sizes; transposed and strided views; the same inputs again; with autograd
+   recording, upstream gradients of its choosing), shuffled, under names that say nothing
+   (``call 7``);
+2. writes every input as raw bytes to one file and runs the **reference runner** (a sandbox that
+   builds only the original module) over it, keeping the outputs, float64 outputs and gradients
+   it returns: the reference is run once per module, before any candidate, so nothing a
+   candidate does can reach it;
+3. for each candidate, reads back the outputs its runner wrote for the same calls (after that
+   runner has exited), rebuilds plain tensors from the bytes and compares them with its own code
+   and its own tolerance table. Outputs, in-place changes to inputs and gradients are compared;
+   a family on which the original itself raises or is not finite is skipped and reported.
+
+What a runner says about itself is a claim; the verdict rests on these comparisons.
+"""
+
+from __future__ import annotations
+
+import ast
+import contextlib
+import random
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runners import buffers, inputs, sandbox
+from runners.protocol import Arg, Call, CallReply, ProtocolError, RunReply, RunRequest, TensorRef
+from runners.tolerances import TOLERANCES
+from runners.verify import Errors, Mismatch, Reject, compare
+
+CANDIDATE_OUTPUTS = "judge-outputs.bin"
+# What the suggestion does when autograd records, once the judge has compared its gradients.
+TRAINING_ORIGINAL = "original path (no backward kernel yet)"
+TRAINING_UNCHECKED = "not checked (the generated code alone: no original path)"
+# Above this many input bytes per call, only the families that find the most bugs are planned.
+LARGE_CALL_BYTES = 256 * 2**20
+
+
+@dataclass
+class Planned:
+    family: str  # what the call tests, for the report (the runner never sees it)
+    call: Call
+    inputs: list[Any]  # the judge's own copy, as sent
+
+
+@dataclass
+class Verdict:
+    status: str  # "correct" | "incorrect" | "rejected"
+    reason: str = ""
+    errors: Errors = field(default_factory=Errors)
+    families: list[str] = field(default_factory=list)  # checked
+    skipped: dict[str, str] = field(default_factory=dict)  # family -> why the original rules it out
+    training_checked: bool = False
+
+
+def uses_tf32_dot(source: str) -> bool:
+    """True when the code calls ``tl.dot`` (or ``triton.language.dot``) without asking for IEEE
+    precision: read from the syntax tree, so a comment or a string mentioning it changes nothing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
+            owner = ast.unparse(node.func.value)
+            if owner not in ("tl", "triton.language", "language"):
+                continue
+            precise = any(
+                (
+                    kw.arg == "input_precision"
+                    and isinstance(kw.value, ast.Constant)
+                    and kw.value.value == "ieee"
+                )
+                or (kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False)
+                for kw in node.keywords
+            )
+            if not precise:
+                return True
+    return False
+
+
+# ---------------------------------------------------------------------------
+# Input families
+
+
+def _floating(v: Any) -> bool:
+    return isinstance(v, torch.Tensor) and v.is_floating_point()
+
+
+def _map_float(values: list[Any], fn: Any) -> list[Any]:
+    return [fn(v) if _floating(v) else v for v in values]
+
+
+def _large(v: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
+    """Magnitudes in the hundreds (an unstabilised softmax overflows past ~88) and a few outliers
+    a hundred times larger still."""
+    out = v.double() * 100.0
+    flat = out.reshape(-1)
+    if flat.numel():
+        k = max(1, flat.numel() // 1000)
+        idx = torch.randint(0, flat.numel(), (k,), generator=gen)
+        flat[idx] = flat[idx] * 100.0
+    return out.to(v.dtype)
+
+
+def _zero_negative_rows(v: torch.Tensor) -> torch.Tensor:
+    """Exact zeros in the first row (over the last dimension), all-negative values in the second."""
+    out = v.clone()
+    if out.dim() == 0:
+        return out
+    rows = out.reshape(-1, out.shape[-1]) if out.shape[-1] else out.reshape(1, -1)
+    if rows.shape[0] >= 2:
+        rows[0].zero_()
+        rows[1] = -rows[1].abs() - 0.5
+    else:
+        rows.copy_(-rows.abs() - 0.5)
+    return out
+
+
+def _transposed(v: torch.Tensor) -> torch.Tensor:
+    if v.dim() < 2:
+        return v
+    return v.transpose(-1, -2).contiguous().transpose(-1, -2)  # same values, column-major last dims
+
+
+def _strided(v: torch.Tensor) -> torch.Tensor:
+    if v.dim() < 1 or v.shape[-1] == 0:
+        return v
+    wide = torch.empty((*v.shape[:-1], 2 * v.shape[-1]), dtype=v.dtype)
+    wide.fill_(float("nan") if v.is_floating_point() else 0)
+    view = wide[..., 1::2]  # odd storage offset, stride 2: the gaps are NaN
+    view.copy_(v)
+    return view
+
+
+def _batch_of_one(specs: list[Any]) -> list[Any] | None:
+    shapes = inputs.tensor_shapes(specs)
+    if not shapes or not shapes[0] or shapes[0][0] <= 1:
+        return None
+    batch = shapes[0][0]
+    out = []
+    for spec in specs:
+        if "tensor" in spec and spec["tensor"]["shape"] and spec["tensor"]["shape"][0] == batch:
+            t = dict(spec["tensor"])
+            t["shape"] = [1, *t["shape"][1:]]
+            out.append({"tensor": t})
+        else:
+            out.append(spec)
+    return out
+
+
+def _draw(specs: list[Any], seed: int, dtype: torch.dtype | None) -> list[Any]:
+    values = inputs.make_values(specs, seed, "cpu")
+    if dtype is not None:
+        values = [v.to(dtype) if _floating(v) else v for v in values]
+    for i, (v, spec) in enumerate(zip(values, specs, strict=True)):
+        if _floating(v) and v.numel() and not bool(v.any()):  # never all zeros: a no-op would pass
+            values[i] = inputs.make_value(spec, torch.Generator().manual_seed(seed + 1), "cpu").to(v.dtype)
+    return values
+
+
+def plan_families(
+    specs: list[Any],
+    variants: list[list[Any]],
+    dtype: torch.dtype | None,
+    seed: int,
+    grad: bool,
+) -> list[tuple[str, list[Any], bool]]:
+    """(family, inputs on the CPU, autograd records) for each call, before shuffling."""
+    rng = random.Random(seed)
+
+    def s() -> int:
+        return rng.randrange(2**31)
+
+    gen = torch.Generator().manual_seed(s())
+    first = _draw(specs, s(), dtype)
+    plan: list[tuple[str, list[Any], bool]] = [
+        ("normal", first, False),
+        ("normal", _draw(specs, s(), dtype), False),
+        (
+            "large magnitudes and outliers",
+            _map_float(_draw(specs, s(), dtype), lambda v: _large(v, gen)),
+            False,
+        ),
+        ("strided views (non-contiguous)", _map_float(_draw(specs, s(), dtype), _strided), False),
+    ]
+    per_call = sum(v.numel() * v.element_size() for v in first if isinstance(v, torch.Tensor))
+    if per_call <= LARGE_CALL_BYTES:
+        plan += [
+            ("zero and all-negative rows", _map_float(_draw(specs, s(), dtype), _zero_negative_rows), False),
+            ("transposed views (non-contiguous)", _map_float(_draw(specs, s(), dtype), _transposed), False),
+            (
+                "the same inputs again",
+                [v.clone() if isinstance(v, torch.Tensor) else v for v in first],
+                False,
+            ),
+        ]
+        one = _batch_of_one(specs)
+        if one is not None:
+            plan.append(("batch of one", _draw(one, s(), dtype), False))
+        for variant in variants[:3]:
+            shapes = inputs.tensor_shapes(variant)
+            plan.append((f"other sizes {shapes}", _draw(variant, s(), dtype), False))
+    if grad:
+        plan.append(("normal, autograd recording", _draw(specs, s(), dtype), True))
+        plan.append(
+            ("strided views, autograd recording", _map_float(_draw(specs, s(), dtype), _strided), True)
+        )
+    return plan
+
+
+# ---------------------------------------------------------------------------
+# The judge
+
+
+class Judge:
+    """One module: its planned calls, the reference's answers, and verdicts on candidates."""
+
+    def __init__(
+        self,
+        *,
+        device: str,
+        file: str,
+        root: str | None,
+        class_name: str,
+        build: dict[str, Any],
+        variants: list[list[Any]],
+        dtype: str | None,
+        grad: bool,
+        tolerance: dict[str, list[float]] | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.device = device
+        self.file, self.root, self.class_name, self.build = file, root, class_name, build
+        self.dtype = dtype
+        self.seed = secrets.randbits(31) if seed is None else seed
+        self.table = dict(TOLERANCES)
+        for key, bounds in (tolerance or {}).items():  # the repository's, only ever tighter
+            if key in self.table:
+                self.table[key] = tuple(min(a, b) for a, b in zip(bounds, self.table[key], strict=True))  # type: ignore[assignment]
+        self.dir = Path(tempfile.mkdtemp(prefix="kernelize-judge-"))
+        self.inputs_path = self.dir / "inputs.bin"
+        checked = getattr(torch, dtype) if dtype else None
+        families = plan_families(build["inputs"], variants, checked, self.seed, grad)
+        order = list(range(len(families)))
+        random.Random(self.seed ^ 0x5F3759DF).shuffle(order)
+        self.planned: list[Planned] = []
+        rng = random.Random(self.seed + 1)
+        with buffers.Writer(self.inputs_path) as writer:
+            for n, k in enumerate(order):
+                family, values, records = families[k]
+                args = tuple(
+                    Arg(tensor=writer.add(v)) if isinstance(v, torch.Tensor) else Arg(value=v) for v in values
+                )
+                call = Call(f"call {n}", args, grad=records, upstream_seed=rng.randrange(2**31))
+                self.planned.append(Planned(family, call, values))
+        self.inputs_path.chmod(0o444)
+        self.inputs_sha256 = buffers.sha256_file(self.inputs_path)
+        self._inputs_bytes = self.inputs_path.read_bytes()
+        self.reference: dict[str, CallReply] = {}
+        self._reference_blob = b""
+        self.reference_error = ""
+
+    # -- requests --------------------------------------------------------------
+
+    def request(self, role: str, outputs_name: str) -> RunRequest:
+        self._restore_inputs()
+        return RunRequest(
+            role=role,
+            device=self.device,
+            file=self.file,
+            root=self.root,
+            class_name=self.class_name,
+            build=self.build,
+            inputs_path=str(self.inputs_path),
+            inputs_sha256=self.inputs_sha256,
+            calls=tuple(p.call for p in self.planned),
+            dtype=self.dtype,
+            outputs_name=outputs_name,
+        )
+
+    def _restore_inputs(self) -> None:
+        """Every runner gets the bytes the judge wrote, whatever an earlier runner did to the file."""
+        try:
+            same = buffers.sha256_file(self.inputs_path) == self.inputs_sha256
+        except OSError:
+            same = False
+        if not same:
+            with contextlib.suppress(OSError):
+                self.inputs_path.chmod(0o644)
+            self.inputs_path.write_bytes(self._inputs_bytes)
+            self.inputs_path.chmod(0o444)
+
+    def run_reference(self, limits: sandbox.Limits, env: dict[str, str], python: str | None) -> str:
+        """Run the original over every call once; '' or why it could not run at all."""
+        res = sandbox.run(
+            "runners.runner:reference",
+            self.request("reference", "reference.bin").to_dict(),
+            limits,
+            env=env,
+            python=python,
+            collect="reference.bin",
+        )
+        if res.outcome != "ok" or res.payload is None:
+            self.reference_error = f"the original failed in the reference runner: {res.reason}"
+            return self.reference_error
+        try:
+            reply = RunReply.from_dict(res.payload)
+        except ProtocolError as exc:
+            self.reference_error = f"the reference runner's reply is malformed: {exc}"
+            return self.reference_error
+        if reply.error:
+            self.reference_error = reply.error
+            return reply.error
+        self.reference = {c.name: c for c in reply.calls}
+        self._reference_blob = res.blob
+        return ""
+
+    # -- verdicts --------------------------------------------------------------
+
+    def _tensors(self, blob: bytes, refs: tuple[TensorRef, ...]) -> list[torch.Tensor]:
+        return [buffers.rebuild(blob, r, self.device) for r in refs]
+
+    def check(self, payload: Any, blob: bytes, generated: str) -> Verdict:
+        """The verdict on a candidate from its runner's reply (``payload``) and output bytes."""
+        try:
+            reply = RunReply.from_dict(payload)
+            return self._check(reply, blob, uses_tf32_dot(generated) and self.device == "cuda")
+        except ProtocolError as exc:
+            return Verdict("rejected", f"judge: the candidate runner's reply is malformed: {exc}")
+        except Reject as exc:
+            return Verdict("rejected", str(exc))
+        except Mismatch as exc:
+            return Verdict("incorrect", str(exc))
+
+    def _check(self, reply: RunReply, blob: bytes, tf32: bool) -> Verdict:
+        if reply.error:
+            raise Mismatch(f"judge: {reply.error}")
+        got_calls = {c.name: c for c in reply.calls}
+        verdict = Verdict("correct")
+        for p in self.planned:
+            where = f"judge, {p.family}, shape {_shapes(p.inputs)}"
+            ref = self.reference.get(p.call.name)
+            if ref is None or ref.error:
+                verdict.skipped.setdefault(
+                    p.family, f"the original raised ({ref.error if ref else 'no answer'})"
+                )
+                continue
+            native = self._tensors(self._reference_blob, ref.outputs)
+            ref64 = self._tensors(self._reference_blob, ref.outputs64) if ref.outputs64 else native
+            if len(ref64) != len(native):
+                ref64 = native
+            if any(t.is_floating_point() and not bool(torch.isfinite(t).all()) for t in native):
+                verdict.skipped.setdefault(p.family, "the original's outputs are not finite")
+                continue
+            cand = got_calls.get(p.call.name)
+            if cand is None:
+                raise Reject(f"{where}: the candidate's runner did not answer {p.call.name}")
+            if cand.error:
+                raise Mismatch(f"{where}: {cand.error}")
+            for i, t in enumerate(cand.outputs):
+                if t.device != torch.device(self.device).type:
+                    raise Mismatch(f"{where}: output {i} is on {t.device}, the inputs on {self.device}")
+            got = self._tensors(blob, cand.outputs)
+            verdict.errors.add(compare(got, ref64, native, where, tf32, self.device, self.table))
+            self._check_inputs_after(p, ref, cand, blob, where)
+            if p.call.grad:
+                self._check_gradients(p, ref, cand, blob, tf32)
+                verdict.training_checked = True
+            if p.family not in verdict.families:
+                verdict.families.append(p.family)
+        if not verdict.families:
+            raise Reject("judge: the original ruled out every input family: nothing was checked")
+        return verdict
+
+    def _check_inputs_after(
+        self, p: Planned, ref: CallReply, cand: CallReply, blob: bytes, where: str
+    ) -> None:
+        sent = p.inputs
+        if len(cand.inputs_after) != len(sent):
+            raise Reject(
+                f"{where}: the candidate's runner reported {len(cand.inputs_after)} inputs, not {len(sent)}"
+            )
+        for i, v in enumerate(sent):
+            if not isinstance(v, torch.Tensor):
+                continue
+            after_ref, after_cand = ref.inputs_after[i], cand.inputs_after[i]
+            if after_cand is None:
+                raise Reject(f"{where}: the candidate's runner did not report input {i}")
+            got = buffers.rebuild(blob, after_cand, "cpu")
+            base = v.detach().cpu()
+            expected = (
+                buffers.rebuild(self._reference_blob, after_ref, "cpu") if after_ref is not None else base
+            )
+            if _same(expected, base):  # the original leaves it alone: so must the candidate, exactly
+                if not _same(got, base):
+                    raise Reject(f"check 4: forward modifies input {i} in place ({where})")
+            else:  # the original updates it in place: the candidate must update it the same way
+                compare(
+                    got,
+                    expected.double(),
+                    expected,
+                    f"{where}: input {i} after the call",
+                    False,
+                    "cpu",
+                    self.table,
+                )
+
+    def _check_gradients(self, p: Planned, ref: CallReply, cand: CallReply, blob: bytes, tf32: bool) -> None:
+        where = f"training ({p.family}, shape {_shapes(p.inputs)})"
+        lost = sorted(set(cand.no_history) - set(ref.no_history))
+        if lost:
+            which = ", ".join(f"output {i}" for i in lost)
+            raise Mismatch(
+                f"{where}: {which} has no autograd history with grad enabled (no grad_fn): "
+                "the layer and everything before it would stop learning"
+            )
+        for name, r in ref.grads.items():
+            c = cand.grads.get(name)
+            if c is None:
+                raise Mismatch(f"{where}: no gradient for {name}")
+            native = buffers.rebuild(self._reference_blob, r, self.device)
+            r64 = ref.grads64.get(name)
+            want = buffers.rebuild(self._reference_blob, r64, self.device) if r64 is not None else native
+            got = buffers.rebuild(blob, c, self.device)
+            compare(got, want, native, f"{where}: gradient of {name}", tf32, self.device, self.table)
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Bitwise equal values (so NaN equals NaN), whatever the strides."""
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    return bool(torch.equal(_bytes(a), _bytes(b)))
+
+
+def _bytes(t: torch.Tensor) -> torch.Tensor:
+    return t.contiguous().reshape(-1).view(torch.uint8)
+
+
+def _shapes(values: list[Any]) -> list[list[int]]:
+    return [list(v.shape) for v in values if isinstance(v, torch.Tensor)]
+
+
+@contextlib.contextmanager
+def judging(**kwargs: Any) -> Iterator[Judge]:
+    judge = Judge(**kwargs)
+    try:
+        yield judge
+    finally:
+        judge.close()

@@ -1,0 +1,225 @@
+"""What the judge and its runners say to each other: typed, versioned, plain data.
+
+The judge (``runners/judge.py``) never imports the code it judges. It writes the inputs of every
+call into a buffer file and sends a :class:`RunRequest`; a runner (the reference, or one candidate)
+builds its module, runs the calls, writes what came out into a buffer file of its own and answers
+with a :class:`RunReply` that says where each tensor lies. Tensors travel as raw bytes plus
+:class:`TensorRef` (dtype, shape, strides, storage offset): the judge rebuilds plain tensors from
+the bytes, so no subclass, hook or patched method comes along.
+
+Everything in a reply is a claim: the judge checks the tensors it describes, bounds included.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+PROTOCOL_VERSION = 1
+DTYPES = frozenset(
+    "float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool complex64 complex128".split()
+)
+
+
+class ProtocolError(ValueError):
+    """A message that does not follow the protocol; the message says what is wrong."""
+
+
+@dataclass(frozen=True)
+class TensorRef:
+    """A tensor inside a buffer file: its storage is ``nbytes`` bytes from ``offset``."""
+
+    offset: int
+    nbytes: int
+    dtype: str
+    shape: tuple[int, ...]
+    strides: tuple[int, ...]
+    storage_offset: int = 0
+    device: str = "cpu"  # where the tensor was (a claim, checked against the call's device)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self) | {"shape": list(self.shape), "strides": list(self.strides)}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TensorRef:
+        if not isinstance(d, dict):
+            raise ProtocolError(f"a tensor reference is {type(d).__name__}, not an object")
+        try:
+            ref = cls(
+                offset=_int(d["offset"]),
+                nbytes=_int(d["nbytes"]),
+                dtype=str(d["dtype"]),
+                shape=tuple(_int(s) for s in d["shape"]),
+                strides=tuple(_int(s) for s in d["strides"]),
+                storage_offset=_int(d.get("storage_offset", 0)),
+                device=str(d.get("device", "cpu")),
+            )
+        except (KeyError, TypeError) as exc:
+            raise ProtocolError(f"a tensor reference lacks or mistypes {exc}") from None
+        if ref.dtype not in DTYPES:
+            raise ProtocolError(f"unknown dtype {ref.dtype!r}")
+        if len(ref.shape) != len(ref.strides) or min((*ref.shape, *ref.strides, 0)) < 0:
+            raise ProtocolError(f"shape {list(ref.shape)} and strides {list(ref.strides)} do not fit")
+        if ref.offset < 0 or ref.nbytes < 0 or ref.storage_offset < 0:
+            raise ProtocolError("negative offset or size")
+        return ref
+
+
+def _int(v: Any) -> int:
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"{v!r} is not an integer")
+    return v
+
+
+@dataclass(frozen=True)
+class Arg:
+    """One positional argument: a tensor in the inputs file, or a plain JSON value."""
+
+    tensor: TensorRef | None = None
+    value: Any = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tensor": self.tensor.to_dict()} if self.tensor is not None else {"value": self.value}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Arg:
+        if "tensor" in d:
+            return cls(tensor=TensorRef.from_dict(d["tensor"]))
+        return cls(value=d.get("value"))
+
+
+@dataclass(frozen=True)
+class Call:
+    """One forward call. Its name says nothing of why the judge chose it (``call 7``).
+
+    ``grad``: autograd records (floating inputs and every parameter require grad); the runner then
+    takes gradients for an upstream gradient drawn from ``upstream_seed`` (normal, on the CPU,
+    in the output's shape and dtype) for every output that requires grad."""
+
+    name: str
+    args: tuple[Arg, ...]
+    grad: bool = False
+    upstream_seed: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "args": [a.to_dict() for a in self.args],
+            "grad": self.grad,
+            "upstream_seed": self.upstream_seed,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Call:
+        return cls(
+            name=str(d["name"]),
+            args=tuple(Arg.from_dict(a) for a in d["args"]),
+            grad=bool(d.get("grad", False)),
+            upstream_seed=int(d.get("upstream_seed", 0)),
+        )
+
+
+@dataclass(frozen=True)
+class CallReply:
+    """What one call gave: outputs (flattened in order), the inputs as they were afterwards,
+    and with ``grad`` the gradients by name (``input 0``, ``parameter weight``). The reference
+    also answers in float64 (``outputs64``, ``grads64``) where its module runs in float64."""
+
+    name: str
+    outputs: tuple[TensorRef, ...] = ()
+    inputs_after: tuple[TensorRef | None, ...] = ()
+    grads: dict[str, TensorRef] = field(default_factory=dict)
+    no_history: tuple[int, ...] = ()  # outputs without autograd history where the call wanted it
+    outputs64: tuple[TensorRef, ...] = ()
+    grads64: dict[str, TensorRef] = field(default_factory=dict)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "outputs": [t.to_dict() for t in self.outputs],
+            "inputs_after": [t.to_dict() if t is not None else None for t in self.inputs_after],
+            "grads": {k: t.to_dict() for k, t in self.grads.items()},
+            "no_history": list(self.no_history),
+            "outputs64": [t.to_dict() for t in self.outputs64],
+            "grads64": {k: t.to_dict() for k, t in self.grads64.items()},
+            "error": self.error,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Any) -> CallReply:
+        if not isinstance(d, dict):
+            raise ProtocolError("a call reply is not an object")
+        try:
+            return cls(
+                name=str(d["name"]),
+                outputs=tuple(TensorRef.from_dict(t) for t in d.get("outputs", [])),
+                inputs_after=tuple(
+                    TensorRef.from_dict(t) if t is not None else None for t in d.get("inputs_after", [])
+                ),
+                grads={str(k): TensorRef.from_dict(t) for k, t in dict(d.get("grads", {})).items()},
+                no_history=tuple(_int(i) for i in d.get("no_history", [])),
+                outputs64=tuple(TensorRef.from_dict(t) for t in d.get("outputs64", [])),
+                grads64={str(k): TensorRef.from_dict(t) for k, t in dict(d.get("grads64", {})).items()},
+                error=str(d.get("error", "")),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ProtocolError):
+                raise
+            raise ProtocolError(f"a call reply is malformed: {exc}") from None
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """Build the module (the original, or ``candidate`` in a copy of the file's namespace when
+    ``in_module``) and run ``calls`` on the tensors in ``inputs_path``; write what comes out to
+    ``outputs_name`` in the working directory."""
+
+    role: str  # "reference" | "candidate"
+    device: str
+    file: str
+    root: str | None
+    class_name: str
+    build: dict[str, Any]
+    inputs_path: str
+    inputs_sha256: str
+    calls: tuple[Call, ...]
+    dtype: str | None = None
+    outputs_name: str = "outputs.bin"
+    version: int = PROTOCOL_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["calls"] = [c.to_dict() for c in self.calls]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunRequest:
+        if d.get("version") != PROTOCOL_VERSION:
+            raise ProtocolError(f"protocol version {d.get('version')!r} is not {PROTOCOL_VERSION}")
+        fields = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in d.items() if k in fields}
+        values["calls"] = tuple(Call.from_dict(c) for c in d["calls"])
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class RunReply:
+    calls: tuple[CallReply, ...]
+    error: str = ""  # the module could not be built or loaded: no call ran
+    version: int = PROTOCOL_VERSION
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"version": self.version, "error": self.error, "calls": [c.to_dict() for c in self.calls]}
+
+    @classmethod
+    def from_dict(cls, d: Any) -> RunReply:
+        if not isinstance(d, dict):
+            raise ProtocolError("the reply is not an object")
+        if d.get("version") != PROTOCOL_VERSION:
+            raise ProtocolError(f"protocol version {d.get('version')!r} is not {PROTOCOL_VERSION}")
+        calls = d.get("calls", [])
+        if not isinstance(calls, list):
+            raise ProtocolError("the reply's calls are not a list")
+        return cls(calls=tuple(CallReply.from_dict(c) for c in calls), error=str(d.get("error", "")))
