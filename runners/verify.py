@@ -27,6 +27,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import importlib.machinery
 import importlib.util
 import inspect
 import math
@@ -97,9 +98,54 @@ class Mismatch(Exception):
 # Loading
 
 
+class _SourceOnlyLoader(importlib.machinery.SourceFileLoader):
+    """Compiles from the source every time: never reads a ``.pyc`` beside it, never writes one."""
+
+    def path_stats(self, path: str) -> Any:
+        raise OSError("bytecode is not used for the repository's files")
+
+
+class _SourceOnlyFinder:
+    """Imports of files under ``roots`` (the repository, the problem's folder) go through
+    :class:`_SourceOnlyLoader`: an earlier runner may have planted a ``__pycache__/*.pyc`` whose
+    header matches the source's size and time, which Python would otherwise run instead."""
+
+    def __init__(self) -> None:
+        self.roots: list[Path] = []
+        # Installed packages (a virtualenv may sit inside the repository) keep their bytecode.
+        self.installed = [Path(p).resolve() for p in {sys.prefix, sys.exec_prefix, sys.base_prefix}]
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        origin = Path(spec.origin or "").resolve()
+        if not any(origin.is_relative_to(root) for root in self.roots):
+            return None
+        if any(origin.is_relative_to(p) for p in self.installed) or PROJECT in origin.parents:
+            return None
+        spec.loader = _SourceOnlyLoader(spec.loader.name, spec.loader.path)
+        return spec
+
+
+PROJECT = Path(__file__).resolve().parent  # this package: imported already, never the PR's code
+_SOURCE_ONLY = _SourceOnlyFinder()
+
+
+def ignore_planted_bytecode(*roots: str | Path) -> None:
+    """From now on, files under ``roots`` are compiled from their source (see _SourceOnlyFinder)."""
+    if _SOURCE_ONLY not in sys.meta_path:
+        sys.meta_path.insert(0, _SOURCE_ONLY)
+    for root in roots:
+        resolved = Path(root).resolve()
+        if resolved not in _SOURCE_ONLY.roots:
+            _SOURCE_ONLY.roots.append(resolved)
+
+
 def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
     """Import a file: by its dotted name under ``root`` if it has one, so relative imports work."""
     file = Path(path).resolve()
+    ignore_planted_bytecode(file.parent, *([root] if root else []))
     if root:
         root_path = Path(root).resolve()
         if str(root_path) not in sys.path:
@@ -110,7 +156,9 @@ def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
                 return importlib.import_module(".".join(rel.parts))
         except ValueError:
             pass
-    spec = importlib.util.spec_from_file_location(name_hint, file)
+    spec = importlib.util.spec_from_file_location(
+        name_hint, file, loader=_SourceOnlyLoader(name_hint, str(file))
+    )
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load {path}")
     module = importlib.util.module_from_spec(spec)

@@ -1,0 +1,386 @@
+"""The judge: verdicts decided outside the code they judge, on inputs that find real bugs.
+
+Three tiers:
+
+- the adversarial suite: candidates that cheat or carry the bugs generated kernels really have,
+  run through ``kernelize run`` with its defaults (sandboxes, the original computation kept as the
+  CPU path, the Triton interpreter). Each one gets past every check its own process makes (their
+  reasons start with ``judge``, which the pipeline asks only when the runner claims ``correct``)
+  and is caught by the judge; honest controls stay ``correct``;
+- forged replies: a real reference run, then replies written by hand, so every way a runner can
+  lie about its outputs is tried against the judge's reading of them;
+- the pieces: the byte format, the protocol, the TF32 decision, the input families.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import py_compile
+import shutil
+import textwrap
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from runners import buffers
+from runners.judge import CANDIDATE_OUTPUTS, Judge, plan_families, uses_tf32_dot
+from runners.protocol import PROTOCOL_VERSION, CallReply, ProtocolError, RunReply, TensorRef
+from runners.sandbox import Limits
+
+ROOT = Path(__file__).resolve().parents[2]
+ADVERSARIAL = ROOT / "tests/candidates/adversarial"
+
+
+def _run(cli: Any, out: Path, target: str, candidates: Path) -> dict[str, dict[str, Any]]:
+    report = out / "report.json"
+    rc, _, err = cli(
+        ["run", target, "--candidates", str(candidates), "--timeout", "120", "--json", str(report), "--quiet"]
+    )
+    assert rc == 0, err
+    return {c["id"]: c for c in json.loads(report.read_text())["modules"][0]["candidates"]}
+
+
+SUITES = {
+    "add_relu": "tests/problems/add_relu.py",
+    "softmax": "tests/problems/softmax.py",
+    "rmsnorm": "tests/problems/layers.py::RMSNorm",
+    "helper": "tests/problems/helper.py",
+}
+
+
+@pytest.fixture(scope="module")
+def verdicts(cli, tmp_path_factory) -> dict[str, dict[str, dict[str, Any]]]:
+    with ThreadPoolExecutor(2) as pool:
+        futures = {
+            suite: pool.submit(_run, cli, tmp_path_factory.mktemp(suite), target, ADVERSARIAL / suite)
+            for suite, target in SUITES.items()
+        }
+        return {suite: f.result() for suite, f in futures.items()}
+
+
+CAUGHT = [
+    # (suite, candidate, status, where the judge caught it)
+    ("add_relu", "forge_result_frame.py", "rejected", "judge: the candidate runner's reply is malformed"),
+    ("add_relu", "tolerance_table.py", "incorrect", "judge, "),
+    ("add_relu", "steal_from_frames.py", "incorrect", "judge, "),
+    ("add_relu", "blind_subclass.py", "incorrect", "judge, "),
+    ("add_relu", "aten_override.py", "incorrect", "judge, "),
+    ("add_relu", "global_forward_hook.py", "incorrect", "judge, "),
+    ("add_relu", "detect_recorder.py", "incorrect", "judge, "),
+    ("add_relu", "wrong_from_nth_call.py", "incorrect", "judge, "),
+    ("add_relu", "contiguous_only.py", "incorrect", "judge, "),
+    ("add_relu", "cache_by_pointer.py", "incorrect", "judge, "),
+    ("softmax", "no_max_subtraction.py", "incorrect", "judge, large magnitudes and outliers"),
+    ("softmax", "clamped_logits.py", "incorrect", "judge, large magnitudes and outliers"),
+    ("softmax", "broken_single_row.py", "incorrect", "judge, batch of one"),
+    ("rmsnorm", "no_eps_on_zero_rows.py", "incorrect", "judge, zero and all-negative rows"),
+    ("rmsnorm", "clamped_outliers.py", "incorrect", "judge, large magnitudes and outliers"),
+    ("helper", "redefine_helper.py", "incorrect", "judge, "),
+]
+
+
+@pytest.mark.parametrize(("suite", "name", "status", "fragment"), CAUGHT, ids=[c[1] for c in CAUGHT])
+def test_each_cheat_and_bug_is_caught_by_the_judge(verdicts, suite, name, status, fragment):
+    c = verdicts[suite][name]
+    assert c["status"] == status, c["reason"]
+    assert c["reason"].startswith(fragment), c["reason"]
+    if status == "incorrect" and fragment.startswith("judge, "):
+        assert "max abs error" in c["reason"] or "NaN/Inf" in c["reason"]  # the evidence
+    if name == "contiguous_only.py":  # strided or transposed, whichever the shuffle put first
+        assert "(non-contiguous)" in c["reason"], c["reason"]
+
+
+@pytest.mark.parametrize("suite", sorted(SUITES))
+def test_honest_controls_stay_correct_on_every_family(verdicts, suite):
+    ok = verdicts[suite]["ok.py"]
+    assert ok["status"] == "correct", ok["reason"]
+    judged = ok["provenance"]["judge"]
+    assert {"normal", "large magnitudes and outliers", "strided views (non-contiguous)"} <= set(
+        judged["families"]
+    )
+    assert ok["training"] == "original path (no backward kernel yet)"
+
+
+def test_every_file_in_the_suite_has_an_expectation():
+    listed = {(s, n) for s, n, _, _ in CAUGHT} | {(s, "ok.py") for s in SUITES}
+    on_disk = {(p.parent.name, p.name) for p in ADVERSARIAL.glob("*/*.py")}
+    assert on_disk == listed
+
+
+def test_a_planted_pyc_never_becomes_the_reference(cli, tmp_path):
+    """A runner that writes ``__pycache__/problem.cpython-*.pyc`` with a header matching the source
+    (same size, same time) would swap the original for its own, for every later import."""
+    problem = tmp_path / "problem.py"
+    honest = (ROOT / "tests/problems/add_relu.py").read_text()
+    evil = honest.replace("torch.relu(x + y)", "torch.relu(x - y)")
+    assert len(evil) == len(honest)
+    problem.write_text(evil)
+    stamp = os.stat(problem).st_mtime
+    import importlib.util
+
+    py_compile.compile(str(problem), cfile=importlib.util.cache_from_source(str(problem)), doraise=True)
+    problem.write_text(honest)
+    os.utime(problem, (stamp, stamp))
+    cands = tmp_path / "cands"
+    cands.mkdir()
+    shutil.copy(ADVERSARIAL / "add_relu/ok.py", cands / "ok.py")
+    got = _run(cli, tmp_path, str(problem), cands)
+    assert got["ok.py"]["status"] == "correct", got["ok.py"]["reason"]
+
+
+# ---------------------------------------------------------------------------
+# Forged replies against a real reference run
+
+
+def _judge(grad: bool = False) -> Judge:
+    spec = {"tensor": {"shape": [16, 100], "dtype": "float32", "dist": "normal"}}
+    return Judge(
+        device="cpu",
+        file=str(ROOT / "tests/problems/add_relu.py"),
+        root=None,
+        class_name="Model",
+        build={"source": "kernelbench", "init_args": [], "init_kwargs": {}, "inputs": [spec, spec]},
+        variants=[[{"tensor": {"shape": [16, 33], "dtype": "float32"}}] * 2],
+        dtype=None,
+        grad=grad,
+        seed=1234,
+    )
+
+
+@pytest.fixture(scope="module")
+def judged() -> Any:
+    judge = _judge()
+    env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    assert judge.run_reference(Limits(120, 4096), env, None) == ""
+    yield judge
+    judge.close()
+
+
+def _reply(
+    judge: Judge, path: Path, answer: Any = None, skip: int | None = None, after: Any = None
+) -> tuple[dict, bytes]:
+    """What an honest runner would say, written by hand; ``answer`` and ``after`` change a call's
+    output or its inputs afterwards, ``skip`` leaves a call out."""
+    calls = []
+    with buffers.Writer(path) as writer:
+        for n, p in enumerate(judge.planned):
+            if n == skip:
+                continue
+            x, y = p.inputs
+            out = torch.relu(x + y)
+            if answer is not None:
+                out = answer(n, out)
+            if after is not None:
+                x, y = after(n, x, y)
+            calls.append(
+                CallReply(
+                    name=p.call.name,
+                    outputs=(writer.add(out),),
+                    inputs_after=(writer.add(x), writer.add(y)),
+                )
+            )
+    return RunReply(calls=tuple(calls)).to_dict(), path.read_bytes()
+
+
+def test_an_honest_reply_is_correct(judged, tmp_path):
+    payload, blob = _reply(judged, tmp_path / CANDIDATE_OUTPUTS)
+    verdict = judged.check(payload, blob, "")
+    assert verdict.status == "correct", verdict.reason
+    assert "batch of one" in verdict.families and "the same inputs again" in verdict.families
+
+
+def test_one_wrong_element_in_one_call_is_caught_with_its_family(judged, tmp_path):
+    target = next(n for n, p in enumerate(judged.planned) if p.family == "transposed views (non-contiguous)")
+
+    def off(n: int, out: torch.Tensor) -> torch.Tensor:
+        if n == target:
+            out = out.clone()
+            out[3, 7] += 0.5
+        return out
+
+    verdict = judged.check(*_reply(judged, tmp_path / "o.bin", off), "")
+    assert verdict.status == "incorrect"
+    assert verdict.reason.startswith("judge, transposed views (non-contiguous)")
+    assert "1 of 1600 elements off" in verdict.reason
+
+
+@pytest.mark.parametrize(
+    ("forge", "status", "fragment"),
+    [
+        (lambda d, b: (None, b), "rejected", "reply is malformed: the reply is not an object"),
+        (lambda d, b: ({**d, "version": PROTOCOL_VERSION + 1}, b), "rejected", "protocol version"),
+        (lambda d, b: ({**d, "calls": "all fine"}, b), "rejected", "calls are not a list"),
+        (lambda d, b: (d, b[: len(b) // 2]), "rejected", "do not fit"),
+        (lambda d, b: ({**d, "error": "building it raised"}, b), "incorrect", "judge: building it raised"),
+    ],
+    ids=["no-reply", "version", "calls-not-a-list", "truncated-bytes", "runner-error"],
+)
+def test_forged_or_broken_replies_are_never_correct(judged, tmp_path, forge, status, fragment):
+    payload, blob = _reply(judged, tmp_path / "o.bin")
+    verdict = judged.check(*forge(payload, blob), "")
+    assert verdict.status == status and fragment in verdict.reason, verdict.reason
+
+
+def test_a_call_left_unanswered_is_rejected(judged, tmp_path):
+    verdict = judged.check(*_reply(judged, tmp_path / "o.bin", skip=2), "")
+    assert verdict.status == "rejected" and "did not answer call 2" in verdict.reason
+
+
+def test_a_reference_to_bytes_of_another_shape_is_rejected(judged, tmp_path):
+    payload, blob = _reply(judged, tmp_path / "o.bin")
+    payload["calls"][0]["outputs"][0]["shape"] = [16, 1000]  # claims more than its bytes hold
+    verdict = judged.check(payload, blob, "")
+    assert verdict.status == "rejected" and "do not fit" in verdict.reason
+
+
+def test_an_output_claimed_on_another_device_is_incorrect(judged, tmp_path):
+    payload, blob = _reply(judged, tmp_path / "o.bin")
+    payload["calls"][1]["outputs"][0]["device"] = "cuda"
+    verdict = judged.check(payload, blob, "")
+    assert verdict.status == "incorrect" and "is on cuda" in verdict.reason
+
+
+def test_inputs_changed_in_place_are_rejected(judged, tmp_path):
+    def zero_y(n: int, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return x, torch.zeros_like(y) if n == 0 else y
+
+    verdict = judged.check(*_reply(judged, tmp_path / "o.bin", after=zero_y), "")
+    assert verdict.status == "rejected" and verdict.reason.startswith("check 4: forward modifies input 1")
+
+
+def test_the_inputs_file_is_restored_for_every_runner(judged):
+    os.chmod(judged.inputs_path, 0o644)
+    judged.inputs_path.write_bytes(b"tampered by an earlier runner")
+    judged.request("candidate", CANDIDATE_OUTPUTS)
+    assert buffers.sha256_file(judged.inputs_path) == judged.inputs_sha256
+
+
+# ---------------------------------------------------------------------------
+# The pieces
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda: torch.randn(4, 6),
+        lambda: torch.randn(6, 4).t(),
+        lambda: torch.randn(4, 12)[:, 1::2],
+        lambda: torch.randn(3, 5).to(torch.bfloat16),
+        lambda: torch.randn(3, 5).to(torch.float16)[1:],
+        lambda: torch.randint(0, 9, (7,)),
+        lambda: torch.rand(5) < 0.5,
+        lambda: torch.tensor(2.5),
+        lambda: torch.empty(0, 3),
+        lambda: torch.randn(1, 4).expand(3, 4),
+    ],
+    ids=[
+        "contiguous",
+        "transposed",
+        "strided",
+        "bf16",
+        "fp16-offset",
+        "int",
+        "bool",
+        "0-dim",
+        "empty",
+        "expanded",
+    ],
+)
+def test_tensors_survive_the_byte_format_with_their_geometry(tmp_path, make):
+    t = make()
+    with buffers.Writer(tmp_path / "b.bin") as writer:
+        writer.add(torch.ones(3))  # not at offset 0
+        ref = writer.add(t)
+    back = buffers.rebuild((tmp_path / "b.bin").read_bytes(), ref)
+    assert type(back) is torch.Tensor
+    assert (back.dtype, back.shape, back.stride(), back.storage_offset()) == (
+        t.dtype,
+        t.shape,
+        t.stride(),
+        t.storage_offset(),
+    )
+    assert torch.equal(back, t)
+
+
+def test_a_subclass_does_not_survive_the_trip(tmp_path):
+    class Liar(torch.Tensor):
+        pass
+
+    with buffers.Writer(tmp_path / "b.bin") as writer:
+        ref = writer.add(torch.randn(3).as_subclass(Liar))
+    assert type(buffers.rebuild((tmp_path / "b.bin").read_bytes(), ref)) is torch.Tensor
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"offset": 0, "nbytes": 4, "dtype": "float32", "shape": [1], "strides": [1, 1]},
+        {"offset": 0, "nbytes": 4, "dtype": "evil", "shape": [1], "strides": [1]},
+        {"offset": -8, "nbytes": 4, "dtype": "float32", "shape": [1], "strides": [1]},
+        {"offset": 0, "nbytes": 4, "dtype": "float32", "shape": [True], "strides": [1]},
+        {"offset": 0, "nbytes": 4, "dtype": "float32", "shape": [1]},
+        "a string",
+    ],
+)
+def test_malformed_tensor_references_are_refused(bad):
+    with pytest.raises(ProtocolError):
+        TensorRef.from_dict(bad)
+
+
+@pytest.mark.parametrize(
+    ("source", "tf32"),
+    [
+        ("acc += tl.dot(a, b)", True),
+        ("acc += tl.dot(a, b, input_precision='ieee')", False),
+        ("acc += tl.dot(a, b, allow_tf32=False)", False),
+        ("# uses tl.dot for speed\nacc = a * b", False),
+        ("doc = 'tl.dot'\nacc = a * b", False),
+        ("acc = triton.language.dot(a, b)", True),
+        ("acc = numpy.dot(a, b)", False),
+        ("def broken(:", False),
+    ],
+)
+def test_tf32_is_read_from_the_code_not_its_comments(source, tf32):
+    assert uses_tf32_dot(textwrap.dedent(source)) is tf32
+
+
+def test_families_are_seeded_and_differ_between_seeds():
+    specs = [{"tensor": {"shape": [4, 8], "dtype": "float32", "dist": "normal"}}]
+    a = plan_families(specs, [], None, 7, grad=True)
+    b = plan_families(specs, [], None, 7, grad=True)
+    c = plan_families(specs, [], None, 8, grad=True)
+    assert [f for f, _, _ in a] == [f for f, _, _ in b]
+    assert all(torch.equal(x[0], y[0]) for (_, x, _), (_, y, _) in zip(a, b, strict=True))
+    assert not torch.equal(a[0][1][0], c[0][1][0])
+    by_family = {f: v for f, v, _ in a}
+    assert by_family["batch of one"][0].shape == (1, 8)
+    assert not by_family["strided views (non-contiguous)"][0].is_contiguous()
+    assert not by_family["transposed views (non-contiguous)"][0].is_contiguous()
+    assert by_family["large magnitudes and outliers"][0].abs().max() > 1000
+    rows = by_family["zero and all-negative rows"][0]
+    assert not rows[0].any() and bool((rows[1] < 0).all())
+    assert [g for _, _, g in a].count(True) == 2
+
+
+def test_the_judge_shuffles_and_names_calls_without_their_family():
+    a, b = _judge(grad=True), _judge(grad=True)
+    try:
+        assert [p.family for p in a.planned] == [p.family for p in b.planned]  # seeded
+        assert all(p.call.name == f"call {i}" for i, p in enumerate(a.planned))
+        specs = a.build["inputs"]
+        planned = [
+            f
+            for f, _, _ in plan_families(
+                specs, [[{"tensor": {"shape": [16, 33], "dtype": "float32"}}] * 2], None, 1234, True
+            )
+        ]
+        assert sorted(p.family for p in a.planned) == sorted(planned)
+        assert [p.family for p in a.planned] != planned  # shuffled
+        assert oct(a.inputs_path.stat().st_mode)[-3:] == "444"
+    finally:
+        a.close()
+        b.close()
