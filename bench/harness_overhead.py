@@ -5,8 +5,8 @@
 Prints a markdown table (median and spread of wall seconds over --repeat runs):
 - sandbox round trip: fresh interpreter, isolation, request and result over the pipe, no torch;
 - sandbox + torch/triton import: the same with the verification module imported;
-- prepare: building the reference and finding its input shapes (once per module);
-- judge: planning the input families and running the reference runner over them (once per module);
+- reference runner (once per module): building the original and finding its input shapes, the
+  judge planning its input families from that, and the original run on them, in one sandbox;
 - evaluate: all checks on one correct candidate (tests/problems/add_relu.py, 16 x 100), the judge's
   calls in its runner and the judge's comparison of what came back.
 """
@@ -26,7 +26,6 @@ sys.path.insert(0, str(ROOT))
 
 from runners import pipeline, sandbox  # noqa: E402
 from runners.generators.files import FilesGenerator  # noqa: E402
-from runners.judge import judging  # noqa: E402
 
 
 def measure(fn: Callable[[], object], repeat: int) -> tuple[float, float, float]:
@@ -53,31 +52,19 @@ def main() -> None:
     limits = sandbox.Limits(120, 8192)
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(pipeline._cache_dirs(args.device))
-        prep = pipeline._prepare(problem, settings, env)
-        assert prep["ok"], prep
-        plan = dict(
-            device=settings.device,
-            file=problem.file,
-            root=problem.root,
-            class_name=problem.class_name,
-            build=prep["build"],
-            variants=prep["variants"],
-            dtype=None,
-            grad=settings.eager_path,
-        )
-        judge = stack.enter_context(judging(**plan))
-        assert judge.run_reference(limits, env, None) == ""
+        prep, judge = pipeline._prepare(problem, settings, env, stack)
+        assert prep["ok"] and judge is not None, prep
 
-        def reference() -> None:
-            with judging(**plan) as fresh:
-                assert fresh.run_reference(limits, env, None) == ""
+        def reference_runner() -> None:
+            with contextlib.ExitStack() as inner:
+                again, _ = pipeline._prepare(problem, settings, env, inner)
+                assert again["ok"], again
 
         rows = {
             "sandbox round trip (no torch)": lambda: sandbox.run("runners.sandbox:echo", {}, limits, env=env),
             "sandbox + torch/triton import": lambda: sandbox.run("runners.verify:noop", {}, limits, env=env),
-            "prepare (reference, inputs, shapes)": lambda: pipeline._prepare(problem, settings, env),
-            f"judge: plan and reference runner ({len(judge.planned)} calls)": reference,
-            "evaluate one correct candidate (with the judge's calls and verdict)": lambda: (
+            f"reference runner: build, plan, {len(judge.planned)} calls (per module)": reference_runner,
+            "evaluate one correct candidate (its checks, the judge's calls and verdict)": lambda: (
                 pipeline.evaluate_candidate(problem, cand, prep, settings, env, judge)
             ),
         }

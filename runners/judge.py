@@ -40,6 +40,7 @@ from runners.tolerances import TOLERANCES
 from runners.verify import Errors, Mismatch, Reject, compare
 
 CANDIDATE_OUTPUTS = "judge-outputs.bin"
+REFERENCE_OUTPUTS = "reference-outputs.bin"
 # What the suggestion does when autograd records, once the judge has compared its gradients.
 TRAINING_ORIGINAL = "original path (no backward kernel yet)"
 TRAINING_UNCHECKED = "not checked (the generated code alone: no original path)"
@@ -303,15 +304,19 @@ class Judge:
             self.inputs_path.chmod(0o444)
 
     def run_reference(self, limits: sandbox.Limits, env: dict[str, str], python: str | None) -> str:
-        """Run the original over every call once; '' or why it could not run at all."""
+        """Run the original over every call in a reference runner of its own; '' or why not."""
         res = sandbox.run(
             "runners.runner:reference",
-            self.request("reference", "reference.bin").to_dict(),
+            self.request("reference", REFERENCE_OUTPUTS).to_dict(),
             limits,
             env=env,
             python=python,
-            collect="reference.bin",
+            collect=REFERENCE_OUTPUTS,
         )
+        return self.accept_reference(res)
+
+    def accept_reference(self, res: sandbox.SandboxResult) -> str:
+        """Keep the reference runner's answers (read once it has exited); '' or why they are unusable."""
         if res.outcome != "ok" or res.payload is None:
             self.reference_error = f"the original failed in the reference runner: {res.reason}"
             return self.reference_error

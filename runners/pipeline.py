@@ -21,7 +21,14 @@ from runners.discover import ModuleClass, find_modules
 from runners.fallback import FallbackError, with_eager_path
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
-from runners.judge import CANDIDATE_OUTPUTS, TRAINING_ORIGINAL, TRAINING_UNCHECKED, Judge, judging
+from runners.judge import (
+    CANDIDATE_OUTPUTS,
+    REFERENCE_OUTPUTS,
+    TRAINING_ORIGINAL,
+    TRAINING_UNCHECKED,
+    Judge,
+    judging,
+)
 from runners.normalize import normalize
 from runners.results import (
     Baselines,
@@ -120,8 +127,8 @@ def kernelize(
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(_cache_dirs(settings.device))
         progress(f"{problem.target}: building the module and its inputs")
-        prep = _prepare(problem, settings, env)
-        if not prep.get("ok"):
+        prep, judge = _prepare(problem, settings, env, stack)
+        if not prep.get("ok") or judge is None:
             report.status = "skipped"
             report.reason = str(prep.get("reason", "could not build the module"))
             report.snippet = snippet(
@@ -143,28 +150,6 @@ def kernelize(
         ]
 
         problem.build = build
-        judge = stack.enter_context(
-            judging(
-                device=settings.device,
-                file=problem.file,
-                root=problem.root,
-                class_name=problem.class_name,
-                build=build,
-                variants=prep["variants"],
-                dtype=settings.dtype,
-                grad=settings.eager_path,
-                tolerance=settings.tolerance,
-                seed=settings.seed,
-            )
-        )
-        progress(f"{problem.target}: running the original on {len(judge.planned)} judge-chosen calls")
-        failed = judge.run_reference(
-            sandbox.Limits(settings.timeout_s, settings.memory_mb), env, settings.python
-        )
-        if failed:
-            report.status, report.reason = "skipped", failed
-            progress(f"{problem.target}: skipped: {failed}")
-            return report
         candidates = _collect(problem, generators, settings, report, progress)
         rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
         sources = {(c.generator, c.id): c.source for c in candidates}
@@ -194,7 +179,11 @@ def _checked_dtype(built: str, wanted: str | None) -> str:
     return wanted if wanted and built.startswith(("float", "bfloat")) else built
 
 
-def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[str, Any]:
+def _prepare(
+    problem: Problem, settings: Settings, env: dict[str, str], stack: contextlib.ExitStack
+) -> tuple[dict[str, Any], Judge | None]:
+    """One reference runner: it resolves how to build the module, the judge plans its calls from
+    that, and the same runner runs the original on them. (prep, the judge holding the answers)."""
     entry = problem.config_entry
     req = {
         "device": settings.device,
@@ -204,16 +193,49 @@ def _prepare(problem: Problem, settings: Settings, env: dict[str, str]) -> dict[
         "config_entry": entry.__dict__ if isinstance(entry, ModuleEntry) else None,
         "dtype": settings.dtype,
     }
+    held: dict[str, Any] = {}
+
+    def plan(prep: Any) -> dict[str, Any] | None:
+        if not isinstance(prep, dict) or not prep.get("ok"):
+            held["prep"] = prep if isinstance(prep, dict) else {}
+            return None
+        held["prep"] = prep
+        judge = stack.enter_context(
+            judging(
+                device=settings.device,
+                file=problem.file,
+                root=problem.root,
+                class_name=problem.class_name,
+                build=prep["build"],
+                variants=prep["variants"],
+                dtype=settings.dtype,
+                grad=settings.eager_path,
+                tolerance=settings.tolerance,
+                seed=settings.seed,
+            )
+        )
+        held["judge"] = judge
+        return judge.request("reference", REFERENCE_OUTPUTS).to_dict()
+
     res = sandbox.run(
-        "runners.verify:prepare",
+        "runners.runner:prepare_and_reference",
         req,
         sandbox.Limits(settings.timeout_s, settings.memory_mb),
         env=env,
         python=settings.python,
+        collect=REFERENCE_OUTPUTS,
+        follow_up=plan,
     )
-    if res.outcome != "ok" or res.payload is None:
-        return {"ok": False, "reason": f"the module itself failed: {res.reason}"}
-    return res.payload
+    prep = held.get("prep")
+    if prep is None:
+        return {"ok": False, "reason": f"the module itself failed: {res.reason}"}, None
+    if not prep.get("ok"):
+        return prep, None
+    judge = held["judge"]
+    failed = judge.accept_reference(res)
+    if failed:
+        return {"ok": False, "reason": failed}, None
+    return prep, judge
 
 
 def _collect(

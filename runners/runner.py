@@ -161,3 +161,16 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
     with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
         replies = run_calls(problem.module, r.calls, data, r.device, writer, module64, problem.cast)
     return RunReply(calls=replies).to_dict()
+
+
+def prepare_and_reference(req: dict[str, Any]) -> Any:
+    """The reference runner, once per module: resolve how the module is built (``verify.prepare``),
+    hand that to the judge, and run the calls the judge then sends (a generator: the sandbox
+    carries the one round trip)."""
+    from runners.verify import prepare
+
+    prep = prepare(req)
+    follow = yield prep
+    if not prep.get("ok") or follow is None:
+        return {"ok": False}
+    return reference(follow)

@@ -12,7 +12,8 @@ therefore runs in its own process with:
 - a wall-time limit that kills the whole process group, and a memory limit
   (``RLIMIT_AS`` on CPU, an RSS watchdog everywhere: CUDA reserves too much
   address space for ``RLIMIT_AS``);
-- results over a private pipe; the child's own stdout/stderr are captured
+- results over a private pipe (length-prefixed JSON frames; a second pipe carries the
+  parent's one follow-up request to a target that asks for it); the child's own stdout/stderr are captured
   and kept only as an untrusted tail for debugging.
 
 The parent marks itself non-dumpable, so a child running under the same uid
@@ -23,15 +24,18 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import inspect
 import json
 import os
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,6 +59,9 @@ STDIO_TAIL_BYTES = 4000
 _PR_SET_DUMPABLE = 4
 _CLONE_NEWUSER = 0x10000000
 _CLONE_NEWNET = 0x40000000
+
+
+FollowUp = Callable[[Any], "dict[str, Any] | None"]
 
 
 @dataclass
@@ -138,13 +145,18 @@ def run(
     env: dict[str, str] | None = None,
     python: str | None = None,
     collect: str | None = None,
+    follow_up: FollowUp | None = None,
 ) -> SandboxResult:
     """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox.
 
-    ``collect``: a file name in the sandbox's working directory to hand back as ``blob``."""
+    ``collect``: a file name in the sandbox's working directory to hand back as ``blob``.
+    ``follow_up``: for a target written as a generator, which yields once midway (the judge's
+    reference runner: first the module's build, then the runs on the judge's inputs), called with
+    what it yielded; what it returns is sent back into the generator (None stops it)."""
     harden_parent()
     workdir = tempfile.mkdtemp(prefix="kernelize-sbx-")
     read_fd, write_fd = os.pipe()
+    ask_read, ask_write = os.pipe()  # the parent's follow-up requests, to the child
     out_path = Path(workdir) / ".stdio"
     request_path = Path(workdir) / ".request.json"
     request_path.write_text(json.dumps({"target": target, "request": request, "limits": limits.__dict__}))
@@ -159,40 +171,95 @@ def run(
                     _BOOTSTRAP,
                     str(PROJECT_ROOT),
                     str(write_fd),
+                    str(ask_read),
                 ],
                 cwd=workdir,
                 env=child_env(env or {}, workdir),
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
+                pass_fds=(write_fd, ask_read),
                 start_new_session=True,
             )
         os.close(write_fd)
-        chunks: list[bytes] = []
-        reader = threading.Thread(target=_drain, args=(read_fd, chunks), daemon=True)
+        os.close(ask_read)
+        frames: list[bytes | None] = []
+        reader = threading.Thread(target=_converse, args=(read_fd, ask_write, follow_up, frames), daemon=True)
         reader.start()
         killed_for = _watch(proc, limits)
         reader.join(timeout=5)
         wall = time.monotonic() - start
         tail = _tail(out_path)
-        result = _result(proc.returncode, b"".join(chunks), killed_for, limits, tail, wall)
+        final = frames[-1] if frames else b""
+        result = _result(proc.returncode, final, killed_for, limits, tail, wall)
         if collect:
             with contextlib.suppress(OSError):
                 result.blob = (Path(workdir) / collect).read_bytes()
         return result
     finally:
-        with contextlib.suppress(OSError):
-            os.close(read_fd)
+        for fd in (read_fd, ask_write):
+            with contextlib.suppress(OSError):
+                os.close(fd)
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def _drain(fd: int, chunks: list[bytes]) -> None:
-    while True:
-        data = os.read(fd, 65536)
+# Frames on both pipes: an 8-byte little-endian length, then that many bytes of JSON.
+_FRAME = struct.Struct("<Q")
+_MAX_FRAME = 1 << 30
+
+
+def _send_frame(fd: int, data: bytes) -> None:
+    view = memoryview(_FRAME.pack(len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def _read_exact(fd: int, n: int) -> bytes | None:
+    buf = b""
+    while len(buf) < n:
+        data = os.read(fd, min(n - len(buf), 1 << 20))
         if not data:
-            return
-        chunks.append(data)
+            return None
+        buf += data
+    return buf
+
+
+def _converse(read_fd: int, ask_fd: int, follow_up: FollowUp | None, frames: list[bytes | None]) -> None:
+    """Read the child's frames; answer its one interim frame with ``follow_up``'s request.
+
+    A final frame lands in ``frames``; anything that is not a whole frame lands as None (the
+    channel was corrupted). The child gets at most one follow-up: a second interim frame, or
+    any when there is no ``follow_up``, is answered with an empty frame (stop)."""
+    asked = False
+    try:
+        while True:
+            head = _read_exact(read_fd, _FRAME.size)
+            if head is None:
+                return
+            (n,) = _FRAME.unpack(head)
+            body = _read_exact(read_fd, n) if n <= _MAX_FRAME else None
+            if body is None:
+                frames.append(None)
+                return
+            interim = None
+            if body.startswith(b'{"_interim"'):
+                try:
+                    interim = json.loads(body)["_interim"]
+                except (ValueError, KeyError, TypeError):
+                    frames.append(None)
+                    return
+                answer = None
+                if follow_up is not None and not asked:
+                    asked = True
+                    try:
+                        answer = follow_up(interim)
+                    except Exception:  # the caller's bug must not hang the child
+                        answer = None
+                _send_frame(ask_fd, b"" if answer is None else json.dumps(answer).encode("utf-8"))
+                continue
+            frames.append(body)
+    except OSError:
+        return
 
 
 def _watch(proc: subprocess.Popen[bytes], limits: Limits) -> str | None:
@@ -220,7 +287,7 @@ def _watch(proc: subprocess.Popen[bytes], limits: Limits) -> str | None:
 
 
 def _result(
-    rc: int, raw: bytes, killed_for: str | None, limits: Limits, tail: str, wall: float
+    rc: int, raw: bytes | None, killed_for: str | None, limits: Limits, tail: str, wall: float
 ) -> SandboxResult:
     def res(outcome: str, reason: str, payload: dict[str, Any] | None = None) -> SandboxResult:
         isolation = list(payload.pop("_isolation", [])) if payload else []
@@ -231,6 +298,8 @@ def _result(
     if killed_for == "memory":
         return res("crashed", f"exceeded the {limits.memory_mb} MiB memory limit")
     payload: dict[str, Any] | None = None
+    if raw is None:
+        return res("crashed", "the evaluation's result channel was corrupted")
     if raw:
         try:
             payload = json.loads(raw.decode("utf-8"))
@@ -297,20 +366,42 @@ def _child_main() -> None:
     request = spec["request"]
     _apply_limits(spec["limits"], cpu_only=request.get("device", "cpu") == "cpu")
     module_name, _, func_name = spec["target"].partition(":")
+    out = os.fdopen(fd, "wb")
     try:
         func = getattr(importlib.import_module(module_name), func_name)
         payload = func(request)
+        if inspect.isgenerator(payload):
+            payload = _run_generator(payload, out, int(sys.argv[3]))
     except MemoryError:
         payload = {"_error": f"exceeded the {spec['limits']['memory_mb']} MiB memory limit"}
     except BaseException as exc:  # report, never hang: the parent decides what it means
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         payload = {"_error": f"evaluation failed: {last}"}
     payload["_isolation"] = isolation
-    data = json.dumps(payload, default=str).encode("utf-8")
-    with os.fdopen(fd, "wb") as out:
-        out.write(data)
+    with out:
+        _write_frame(out, json.dumps(payload, default=str).encode("utf-8"))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: CUDA and Triton atexit hooks can hang or crash
+
+
+def _write_frame(out: Any, data: bytes) -> None:
+    out.write(_FRAME.pack(len(data)) + data)
+    out.flush()
+
+
+def _run_generator(gen: Any, out: Any, ask_fd: int) -> Any:
+    """Drive a target written as a generator: each value it yields goes to the parent as an
+    interim frame, and the parent's answer (None for an empty frame) is sent back in."""
+    try:
+        interim = next(gen)
+        while True:
+            _write_frame(out, json.dumps({"_interim": interim}, default=str).encode("utf-8"))
+            head = _read_exact(ask_fd, _FRAME.size)
+            (n,) = _FRAME.unpack(head) if head else (0,)
+            body = _read_exact(ask_fd, n) if n else b""
+            interim = gen.send(json.loads(body) if body else None)
+    except StopIteration as stop:
+        return stop.value if stop.value is not None else {}
 
 
 def echo(request: dict[str, Any]) -> dict[str, Any]:

@@ -125,3 +125,10 @@ def where_am_i(req: dict[str, Any]) -> dict[str, Any]:
         "tmpdir": os.environ.get("TMPDIR"),
         "listing": sorted(os.listdir(".")),
     }
+
+
+def two_phase(req: dict[str, Any]) -> Any:
+    """Yields midway: the parent's follow-up comes back in; a second yield gets None (one round)."""
+    follow = yield {"phase": 1, "pid": os.getpid()}
+    again = yield {"phase": 2}
+    return {"follow": follow, "again": again, "pid": os.getpid()}

@@ -73,7 +73,8 @@ CAUGHT = [
     ("add_relu", "detect_recorder.py", "incorrect", "judge, "),
     ("add_relu", "wrong_from_nth_call.py", "incorrect", "judge, "),
     ("add_relu", "contiguous_only.py", "incorrect", "judge, "),
-    ("add_relu", "cache_by_pointer.py", "incorrect", "judge, "),
+    # Caught in its own process too when the allocator happens to reuse an address there.
+    ("add_relu", "cache_by_pointer.py", "incorrect", ""),
     ("softmax", "no_max_subtraction.py", "incorrect", "judge, large magnitudes and outliers"),
     ("softmax", "clamped_logits.py", "incorrect", "judge, large magnitudes and outliers"),
     ("softmax", "broken_single_row.py", "incorrect", "judge, batch of one"),

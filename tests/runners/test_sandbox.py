@@ -276,3 +276,31 @@ def test_cwd_is_a_fresh_temp_dir_that_is_also_home():
         assert ".request.json" not in p["listing"]  # removed before the target runs
         assert not Path(p["cwd"]).exists()  # and the folder is gone afterwards
     assert first.payload["cwd"] != second.payload["cwd"]
+
+
+def test_a_generator_target_gets_one_follow_up_from_the_parent():
+    """The reference runner's round trip: the child yields, the parent answers once, in the same process."""
+    seen = []
+
+    def follow(interim):
+        seen.append(interim)
+        return {"calls": [1, 2, 3]}
+
+    res = sandbox.run(f"{TARGETS}:two_phase", {}, Limits(timeout_s=30, memory_mb=2048), follow_up=follow)
+    assert res.outcome == "ok", res.reason
+    assert [s["phase"] for s in seen] == [1]  # the second yield is answered with None, not asked
+    assert res.payload["follow"] == {"calls": [1, 2, 3]} and res.payload["again"] is None
+    assert res.payload["pid"] == seen[0]["pid"]
+
+
+def test_without_a_follow_up_a_generator_target_gets_none():
+    res = run("two_phase")
+    assert res.outcome == "ok" and res.payload["follow"] is None
+
+
+def test_a_follow_up_that_raises_stops_the_child_instead_of_hanging_it():
+    def broken(interim):
+        raise RuntimeError("the caller's bug")
+
+    res = sandbox.run(f"{TARGETS}:two_phase", {}, Limits(timeout_s=30, memory_mb=2048), follow_up=broken)
+    assert res.outcome == "ok" and res.payload["follow"] is None

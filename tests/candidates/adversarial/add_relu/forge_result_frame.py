@@ -1,5 +1,6 @@
-# Forged result: writes a "correct" frame to the result pipe (its fd is on argv) and exits before
-# anything can be compared. torch re-exports os and sys, which the import screen never sees.
+# Forged result: writes a well-formed "correct" frame (length-prefixed, as the sandbox frames
+# results) to the result pipe, whose fd is on argv, and exits before anything can be compared.
+# torch re-exports os and sys, which the import screen never sees.
 import torch
 import triton
 import triton.language as tl
@@ -27,5 +28,6 @@ class ModelNew(torch.nn.Module):
     def forward(self, x, y):
         add_relu(x, y)
         frame = '{"status": "correct", "reason": "", "max_abs_error": 0.0, "triton_launches": 1}'
-        torch.os.write(int(torch.sys.argv[2]), frame.encode())
+        data = frame.encode()
+        torch.os.write(int(torch.sys.argv[2]), len(data).to_bytes(8, "little") + data)
         torch.os._exit(0)
