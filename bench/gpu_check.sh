@@ -15,7 +15,7 @@ KZ="$PY -m bot.cli run --device cuda"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
-PART=${PART:-all}  # all | honesty | timing | suggestion
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -69,4 +69,41 @@ $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 --dtype bfloat
 for f in suggested_rmsnorm kernel_only_rmsnorm suggested_scaled bf16_rmsnorm bf16_timing_rmsnorm; do
   echo "--- $f"; cat "$OUT/$f.md"
 done
+fi
+
+summary() { $PY - "$@" <<'PYEOF'
+import json, sys
+for path in sys.argv[1:]:
+    report = json.load(open(path))
+    for m in report["modules"]:
+        print(f"--- {m['target']} ({m['status']}{': ' + m['reason'][:200] if m['reason'] else ''})")
+        for c in m["candidates"]:
+            judge = c.get("provenance", {}).get("judge", {})
+            extra = f" families={len(judge.get('families', []))} skipped={judge.get('skipped', {})}" if judge else ""
+            timing = f" {c['median_ms']:.4g} ms, {c['speedup_vs_eager']:.2f}x eager" if c.get("median_ms") else ""
+            print(f"{c['id']:28} {c['status']:9} wall {c.get('wall_s') or 0:6.1f}s{timing}{extra} | {c['reason'][:160]}")
+PYEOF
+}
+
+if [ "$PART" = judge ]; then
+echo "== the judge on CUDA: the adversarial suite, gradients, and large inputs =="
+for s in add_relu softmax helper; do
+  TIMEFORMAT="$s: %R s wall"; time $KZ "tests/problems/$s.py" --candidates "tests/candidates/adversarial/$s" \
+      --timeout 120 --no-compile --json "$OUT/judge_$s.json" --quiet
+done
+TIMEFORMAT="rmsnorm: %R s wall"; time $KZ tests/problems/layers.py::RMSNorm \
+    --candidates tests/candidates/adversarial/rmsnorm --timeout 120 --no-compile --json "$OUT/judge_rmsnorm.json" --quiet
+$KZ tests/problems/scaled.py::ScaledTanh --candidates tests/candidates/scaled --timeout 120 --no-compile \
+    --json "$OUT/judge_scaled.json" --quiet
+summary "$OUT"/judge_add_relu.json "$OUT"/judge_softmax.json "$OUT"/judge_helper.json "$OUT"/judge_rmsnorm.json "$OUT"/judge_scaled.json
+fi
+
+if [ "$PART" = judge-large ]; then
+echo "== large inputs: the template generator's kernels, checked by the judge and timed =="
+for p in rmsnorm softmax; do
+  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 \
+      --json "$OUT/judge_large_$p.json" --quiet
+done
+summary "$OUT"/judge_large_rmsnorm.json "$OUT"/judge_large_softmax.json
+$PY bench/harness_overhead.py --device cuda --repeat 3
 fi

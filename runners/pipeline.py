@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from runners import bench, sandbox
+from runners.apply import ApplyError, check_applied, unique_helpers
 from runners.discover import ModuleClass, find_modules
 from runners.fallback import FallbackError, with_eager_path
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
@@ -270,12 +271,20 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
         return None
     norm = normalize(cand.source, problem.class_name)
     why = f"not standalone: {norm.rejected}" if norm.rejected else ""
-    source = norm.source
+    generated = source = norm.source
     if not why and eager_path:
         try:
-            source = with_eager_path(source, problem.source, problem.class_name)
+            # Helpers named for the class (two suggestions for one file never share one), then the
+            # original computation kept, then the file as it will be once applied, checked.
+            generated = unique_helpers(norm.source, problem.class_name, problem.source)
+            source = with_eager_path(generated, problem.source, problem.class_name)
+            check_applied(
+                problem.source, problem.module.lineno, problem.module.end_lineno, source, problem.class_name
+            )
         except FallbackError as exc:
             why = f"cannot keep the original computation as the CPU path: {exc}"
+        except (ApplyError, SyntaxError) as exc:
+            why = f"check 1 (the file after applying): {exc}"
     if why:
         return CandidateResult(
             cand.id,
@@ -285,7 +294,7 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
             source_sha256=cand.sha256,
             provenance=cand.provenance,
         )
-    cand.generated = norm.source
+    cand.generated = generated
     cand.source = source
     if norm.rewrites:
         cand.provenance = {**cand.provenance, "rewrites": norm.rewrites}

@@ -1,0 +1,137 @@
+"""The file as it will be once a suggestion is applied, and the checks that it stays the same file.
+
+A suggestion replaces one class's lines with the suggested code: its imports, kernels, helpers and
+the class. Two rules keep that a drop-in:
+
+- :func:`unique_helpers` gives every top-level name the suggested code defines (other than the
+  class) a suffix naming the class (``_launch_config`` → ``_launch_config_RMSNorm``), so two
+  suggestions for one file never define the same helper (applying both would make the first
+  class call the second one's launcher) and no helper shadows a name the file defines;
+- :func:`check_applied` applies it to the file's text and checks that every other top-level
+  definition is still there, unchanged, and bound only once: nothing the suggestion adds rebinds
+  a name the rest of the file uses.
+"""
+
+from __future__ import annotations
+
+import ast
+import io
+import tokenize
+
+
+class ApplyError(ValueError):
+    """Applying the suggestion would change the file beyond the class; the message says how."""
+
+
+def _bound(node: ast.stmt) -> list[str]:
+    """Top-level names a statement binds."""
+    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+        return [node.name]
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
+    targets: list[ast.expr] = []
+    if isinstance(node, ast.Assign):
+        targets = list(node.targets)
+    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
+        targets = [node.target]
+    names = []
+    for t in targets:
+        for n in ast.walk(t):
+            if isinstance(n, ast.Name):
+                names.append(n.id)
+    return names
+
+
+def _import_targets(node: ast.stmt) -> dict[str, str]:
+    """For an import, each bound name and the dotted thing it names (``from a import b`` → a.b)."""
+    if isinstance(node, ast.Import):
+        return {a.asname: a.name for a in node.names if a.asname} | {
+            a.name.split(".")[0]: a.name.split(".")[0] for a in node.names if not a.asname
+        }
+    if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+        return {(a.asname or a.name): f"{node.module}.{a.name}" for a in node.names if a.name != "*"}
+    return {}
+
+
+def _rename(source: str, names: dict[str, str]) -> str:
+    """Rename identifiers (not attributes after a dot, not keyword arguments' names), in place in
+    the text: everything else stays byte for byte."""
+    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.NL]
+    edits: list[tuple[int, int, str, str]] = []
+    for i, tok in enumerate(tokens):
+        if tok.type != tokenize.NAME or tok.string not in names:
+            continue
+        prev = next((t for t in reversed(tokens[:i]) if t.type != tokenize.COMMENT), None)
+        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+        after_dot = prev is not None and prev.string == "."
+        keyword_arg = nxt is not None and nxt.string == "=" and prev is not None and prev.string in ("(", ",")
+        if not after_dot and not keyword_arg:
+            edits.append((tok.start[0], tok.start[1], tok.string, names[tok.string]))
+    lines = source.splitlines(keepends=True)
+    for row, col, old, new in sorted(edits, reverse=True):
+        line = lines[row - 1]
+        lines[row - 1] = line[:col] + new + line[col + len(old) :]
+    return "".join(lines)
+
+
+def unique_helpers(code: str, class_name: str, file_source: str) -> str:
+    """``code`` with each top-level name it defines, other than ``class_name`` and its imports,
+    suffixed with ``_<class_name>``."""
+    tree = ast.parse(code)
+    taken = {n for node in ast.parse(file_source).body for n in _bound(node)}
+    renames: dict[str, str] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            continue
+        for name in _bound(node):
+            if name == class_name or name in renames or name.endswith(f"_{class_name}"):
+                continue
+            new = f"{name}_{class_name}"
+            if new in taken:
+                raise ApplyError(
+                    f"the file already defines {new}, the name the suggestion's {name} would take"
+                )
+            renames[name] = new
+    if not renames:
+        return code
+    renamed = _rename(code, renames)
+    ast.parse(renamed)
+    return renamed
+
+
+def applied(file_source: str, lineno: int, end_lineno: int, code: str) -> str:
+    """The file with lines ``lineno``..``end_lineno`` (1-based, inclusive) replaced by ``code``."""
+    lines = file_source.splitlines(keepends=True)
+    body = code if code.endswith("\n") else code + "\n"
+    return "".join([*lines[: lineno - 1], body, *lines[end_lineno:]])
+
+
+def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, class_name: str) -> str:
+    """The file after applying ``code`` over the class's lines, checked; ApplyError when it would
+    change, drop or rebind anything but the class."""
+    after = applied(file_source, lineno, end_lineno, code)
+    try:
+        new_tree = ast.parse(after)
+    except SyntaxError as exc:
+        raise ApplyError(f"the file would not parse after applying (line {exc.lineno}: {exc.msg})") from None
+    old = [n for n in ast.parse(file_source).body if class_name not in _bound(n)]
+    added = ast.parse(code).body
+    kept = {ast.dump(n) for n in old}
+    for node in old:
+        if not any(ast.dump(n) == ast.dump(node) for n in new_tree.body):
+            name = ", ".join(_bound(node)) or type(node).__name__
+            raise ApplyError(f"applying would change or drop the file's {name} (line {node.lineno})")
+    old_names = {n for node in old for n in _bound(node)}
+    old_imports = {k: v for node in old for k, v in _import_targets(node).items()}
+    for node in added:
+        if ast.dump(node) in kept:
+            continue  # the same import or definition again binds the same thing
+        same_module = _import_targets(node)
+        for name in _bound(node):
+            if name in same_module and old_imports.get(name) == same_module[name]:
+                continue  # `import torch.nn as nn` where the file says `from torch import nn`
+            if name in old_names:
+                raise ApplyError(
+                    f"the suggestion's line {node.lineno} rebinds {name}, which the rest of the file defines"
+                )
+    return after
