@@ -357,10 +357,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
             "the github queue needs KERNELIZE_GITHUB_APP_ID and KERNELIZE_GITHUB_PRIVATE_KEY(_PATH)"
         )
     from bot import tasks as bot_tasks
+    from bot.db import prepare_sqlite_files
     from runners import observability
     from runners import tasks as runner_tasks
-
-    from bot.db import prepare_sqlite_files
 
     prepare_sqlite_files(settings.broker_url, settings.result_backend)
     app = make_celery(settings.broker_url, settings.result_backend)
