@@ -55,7 +55,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--temperature", type=float, help="sampling temperature (default 0.6)")
     run.add_argument("--top-p", type=float, help="nucleus sampling (default 0.95)")
     run.add_argument("--max-new-tokens", type=int, help="answer length limit (default 2048)")
-    run.add_argument("--seed", type=int, help="sampling seed (kernelllm)")
+    run.add_argument(
+        "--seed",
+        type=int,
+        help="repeat a run: kernelllm's sampling and the judge's inputs (default: the judge draws a "
+        "fresh seed each run; the report gives it)",
+    )
     run.add_argument(
         "--api-base", metavar="URL", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1"
     )
@@ -235,6 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         samples=args.samples,
         compile_baseline=not args.no_compile,
         eager_path=not args.kernel_only,
+        seed=args.seed,
         dtype=args.dtype,
     )
     progress = (

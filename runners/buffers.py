@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import mmap
+import os
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -93,6 +95,20 @@ def rebuild(data: bytes | bytearray | memoryview, ref: TensorRef, device: str = 
     raw = bytearray(memoryview(data)[ref.offset : ref.offset + ref.nbytes])
     storage = torch.frombuffer(raw, dtype=torch.uint8).view(dtype)
     return storage.to(device).as_strided(ref.shape, ref.strides, ref.storage_offset)
+
+
+def map_file(path: str | Path | None) -> Any:
+    """A file's bytes, mapped read-only (b"" when there is none or it is empty): the judge reads
+    each tensor's bytes out of it as it needs them, never the whole file at once."""
+    if path is None:
+        return b""
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:
+                return b""
+            return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    except OSError:
+        return b""
 
 
 def numel(ref: TensorRef) -> int:

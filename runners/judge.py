@@ -252,6 +252,7 @@ class Judge:
                 self.table[key] = tuple(min(a, b) for a, b in zip(bounds, self.table[key], strict=True))  # type: ignore[assignment]
         self.dir = Path(tempfile.mkdtemp(prefix="kernelize-judge-"))
         self.inputs_path = self.dir / "inputs.bin"
+        self.reference_path = self.dir / REFERENCE_OUTPUTS
         checked = getattr(torch, dtype) if dtype else None
         families = plan_families(build["inputs"], variants, checked, self.seed, grad)
         order = list(range(len(families)))
@@ -268,9 +269,9 @@ class Judge:
                 self.planned.append(Planned(family, call, values))
         self.inputs_path.chmod(0o444)
         self.inputs_sha256 = buffers.sha256_file(self.inputs_path)
-        self._inputs_bytes = self.inputs_path.read_bytes()
         self.reference: dict[str, CallReply] = {}
-        self._reference_blob = b""
+        self._reference_blob: Any = b""
+        self._candidates = 0
         self.reference_error = ""
 
     # -- requests --------------------------------------------------------------
@@ -297,10 +298,14 @@ class Judge:
             same = buffers.sha256_file(self.inputs_path) == self.inputs_sha256
         except OSError:
             same = False
-        if not same:
+        if not same:  # rewritten from the judge's own copies of the inputs
             with contextlib.suppress(OSError):
-                self.inputs_path.chmod(0o644)
-            self.inputs_path.write_bytes(self._inputs_bytes)
+                self.inputs_path.unlink()
+            with buffers.Writer(self.inputs_path) as writer:
+                for p in self.planned:
+                    for v in p.inputs:
+                        if isinstance(v, torch.Tensor):
+                            writer.add(v)
             self.inputs_path.chmod(0o444)
 
     def run_reference(self, limits: sandbox.Limits, env: dict[str, str], python: str | None) -> str:
@@ -312,6 +317,7 @@ class Judge:
             env=env,
             python=python,
             collect=REFERENCE_OUTPUTS,
+            collect_to=self.reference_path,
         )
         return self.accept_reference(res)
 
@@ -329,15 +335,32 @@ class Judge:
             self.reference_error = reply.error
             return reply.error
         self.reference = {c.name: c for c in reply.calls}
-        self._reference_blob = res.blob
+        self._reference_blob = buffers.map_file(res.blob_path) if res.blob_path else res.blob
         return ""
 
     # -- verdicts --------------------------------------------------------------
 
-    def _tensors(self, blob: bytes, refs: tuple[TensorRef, ...]) -> list[torch.Tensor]:
+    def candidate_path(self) -> Path:
+        """Where the next candidate's outputs are moved to once its runner has exited."""
+        self._candidates += 1
+        return self.dir / f"candidate-{self._candidates}.bin"
+
+    def check_file(self, payload: Any, path: Path | None, generated: str) -> Verdict:
+        """:meth:`check` on outputs collected into ``path`` (mapped, then removed)."""
+        data = buffers.map_file(path)
+        try:
+            return self.check(payload, data, generated)
+        finally:
+            if not isinstance(data, bytes):
+                data.close()
+            if path is not None:
+                with contextlib.suppress(OSError):
+                    path.unlink()
+
+    def _tensors(self, blob: Any, refs: tuple[TensorRef, ...]) -> list[torch.Tensor]:
         return [buffers.rebuild(blob, r, self.device) for r in refs]
 
-    def check(self, payload: Any, blob: bytes, generated: str) -> Verdict:
+    def check(self, payload: Any, blob: Any, generated: str) -> Verdict:
         """The verdict on a candidate from its runner's reply (``payload``) and output bytes."""
         try:
             reply = RunReply.from_dict(payload)
@@ -349,7 +372,7 @@ class Judge:
         except Mismatch as exc:
             return Verdict("incorrect", str(exc))
 
-    def _check(self, reply: RunReply, blob: bytes, tf32: bool) -> Verdict:
+    def _check(self, reply: RunReply, blob: Any, tf32: bool) -> Verdict:
         if reply.error:
             raise Mismatch(f"judge: {reply.error}")
         got_calls = {c.name: c for c in reply.calls}
@@ -389,9 +412,7 @@ class Judge:
             raise Reject("judge: the original ruled out every input family: nothing was checked")
         return verdict
 
-    def _check_inputs_after(
-        self, p: Planned, ref: CallReply, cand: CallReply, blob: bytes, where: str
-    ) -> None:
+    def _check_inputs_after(self, p: Planned, ref: CallReply, cand: CallReply, blob: Any, where: str) -> None:
         sent = p.inputs
         if len(cand.inputs_after) != len(sent):
             raise Reject(
@@ -422,7 +443,7 @@ class Judge:
                     self.table,
                 )
 
-    def _check_gradients(self, p: Planned, ref: CallReply, cand: CallReply, blob: bytes, tf32: bool) -> None:
+    def _check_gradients(self, p: Planned, ref: CallReply, cand: CallReply, blob: Any, tf32: bool) -> None:
         where = f"training ({p.family}, shape {_shapes(p.inputs)})"
         lost = sorted(set(cand.no_history) - set(ref.no_history))
         if lost:
@@ -442,6 +463,8 @@ class Judge:
             compare(got, want, native, f"{where}: gradient of {name}", tf32, self.device, self.table)
 
     def close(self) -> None:
+        if not isinstance(self._reference_blob, bytes):
+            self._reference_blob.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -195,6 +195,9 @@ def _prepare(
         "dtype": settings.dtype,
     }
     held: dict[str, Any] = {}
+    held_path = (
+        Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelize-ref-"))) / REFERENCE_OUTPUTS
+    )
 
     def plan(prep: Any) -> dict[str, Any] | None:
         if not isinstance(prep, dict) or not prep.get("ok"):
@@ -226,6 +229,7 @@ def _prepare(
         python=settings.python,
         collect=REFERENCE_OUTPUTS,
         follow_up=plan,
+        collect_to=held_path,
     )
     prep = held.get("prep")
     if prep is None:
@@ -349,6 +353,7 @@ def evaluate_candidate(
             env=env,
             python=settings.python,
             collect=CANDIDATE_OUTPUTS,
+            collect_to=judge.candidate_path(),
         )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]
@@ -370,7 +375,7 @@ def evaluate_candidate(
     result.reason = str(p.get("reason", ""))
     if result.status is Status.CORRECT:
         # The runner's "correct" is a claim; the judge's comparison is the verdict.
-        verdict = judge.check(p.get("judge_reply"), res.blob, cand.generated or cand.source)
+        verdict = judge.check_file(p.get("judge_reply"), res.blob_path, cand.generated or cand.source)
         if verdict.status != "correct":
             result.status, result.reason = Status(verdict.status), verdict.reason
             return result

@@ -10,8 +10,6 @@ nothing; the judge compares.
 from __future__ import annotations
 
 import copy
-import mmap
-import os
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +20,9 @@ from runners.protocol import Call, CallReply, RunReply, RunRequest, TensorRef
 from runners.verify import Problem, describe_exc, flatten
 
 
-def read_inputs(path: str) -> mmap.mmap:
+def read_inputs(path: str) -> Any:
     """The judge's inputs, mapped read-only (each call copies what it needs into fresh tensors)."""
-    with open(path, "rb") as fh:
-        if os.fstat(fh.fileno()).st_size == 0:
-            return mmap.mmap(-1, 1)
-        return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    return buffers.map_file(path) or b""
 
 
 def call_args(call: Call, data: Any, device: str) -> list[Any]:

@@ -82,6 +82,7 @@ class SandboxResult:
     # The file the caller asked to collect from the working directory, read once the process and
     # its group were gone (b"" when it wrote none): the runner's output buffers.
     blob: bytes = b""
+    blob_path: Path | None = None  # with collect_to: where the collected file now lies
 
 
 def harden_parent() -> None:
@@ -146,10 +147,12 @@ def run(
     python: str | None = None,
     collect: str | None = None,
     follow_up: FollowUp | None = None,
+    collect_to: Path | None = None,
 ) -> SandboxResult:
     """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox.
 
-    ``collect``: a file name in the sandbox's working directory to hand back as ``blob``.
+    ``collect``: a file name in the sandbox's working directory to hand back as ``blob``, or, with
+    ``collect_to``, to move there once the process is gone (no copy: outputs of several GiB).
     ``follow_up``: for a target written as a generator, which yields once midway (the judge's
     reference runner: first the module's build, then the runs on the judge's inputs), called with
     what it yielded; what it returns is sent back into the generator (None stops it)."""
@@ -194,7 +197,11 @@ def run(
         result = _result(proc.returncode, final, killed_for, limits, tail, wall)
         if collect:
             with contextlib.suppress(OSError):
-                result.blob = (Path(workdir) / collect).read_bytes()
+                if collect_to is not None:
+                    os.replace(Path(workdir) / collect, collect_to)
+                    result.blob_path = collect_to
+                else:
+                    result.blob = (Path(workdir) / collect).read_bytes()
         return result
     finally:
         for fd in (read_fd, ask_write):

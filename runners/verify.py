@@ -453,6 +453,30 @@ def compare(
     return errors
 
 
+COMPARE_CHUNK = 1 << 22  # elements per step: a few float64 chunks at a time, whatever the size
+
+
+def _chunks(gt: torch.Tensor, rt: torch.Tensor, nt: torch.Tensor) -> Iterator[tuple[int, Any, Any, Any]]:
+    """(offset, got, reference, native) as float64, chunk by chunk over the flattened tensors."""
+    g, r, n = gt.detach().reshape(-1), rt.detach().reshape(-1), nt.detach().reshape(-1)
+    for start in range(0, g.numel(), COMPARE_CHUNK):
+        stop = start + COMPARE_CHUNK
+        yield (
+            start,
+            g[start:stop].double(),
+            r[start:stop].to(g.device).double(),
+            n[start:stop].to(g.device).double(),
+        )
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat % size if size else 0)
+        flat //= max(size, 1)
+    return tuple(reversed(out))
+
+
 def _compare_float(
     gt: torch.Tensor,
     rt: torch.Tensor,
@@ -461,44 +485,64 @@ def _compare_float(
     tf32: bool,
     table: dict[str, tuple[float, float, float]],
 ) -> Errors:
+    """Two streaming passes (statistics, then bounds), so a tensor of several GiB never needs more
+    than a few float64 chunks beside it."""
     key = tolerance_key(gt.dtype, tf32)
     atol, rtol, l2tol = table.get(key, table["float32"])
-    g, r, n = gt.detach().double(), rt.detach().to(gt.device).double(), nt.detach().double()
-    ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
-    if (got_bad & ~ref_bad).any():
-        idx = tuple(int(i) for i in torch.nonzero(got_bad & ~ref_bad)[0].tolist())
-        raise Mismatch(f"{where}: NaN/Inf at index {idx} where the original is finite")
-    same_special = torch.where(ref_bad, (g == r) | (g.isnan() & r.isnan()), True)
-    if not bool(same_special.all()):
-        raise Mismatch(f"{where}: NaN/Inf pattern differs from the original")
-    ok = ~ref_bad
-    if not bool(ok.any()):
+    count = 0
+    own = max_abs = max_rel = 0.0
+    sum_r2 = sum_d2 = sum_own2 = 0.0
+    for start, g, r, n in _chunks(gt, rt, nt):
+        ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
+        new_bad = got_bad & ~ref_bad
+        if bool(new_bad.any()):
+            idx = _unravel(start + int(torch.nonzero(new_bad)[0][0]), tuple(gt.shape))
+            raise Mismatch(f"{where}: NaN/Inf at index {idx} where the original is finite")
+        same_special = torch.where(ref_bad, (g == r) | (g.isnan() & r.isnan()), True)
+        if not bool(same_special.all()):
+            raise Mismatch(f"{where}: NaN/Inf pattern differs from the original")
+        ok = ~ref_bad
+        if not bool(ok.any()):
+            continue
+        diff, rv, nv = (g - r).abs()[ok], r[ok], (n - r).abs()[ok]
+        count += diff.numel()
+        # The original in its own dtype is allowed its own rounding error; the candidate twice that.
+        own = max(own, float(nv.max()))
+        max_abs = max(max_abs, float(diff.max()))
+        max_rel = max(max_rel, float((diff / rv.abs().clamp_min(atol)).max()))
+        sum_r2 += float(rv.pow(2).sum())
+        sum_d2 += float(diff.pow(2).sum())
+        sum_own2 += float(nv.pow(2).sum())
+    if count == 0:
         return Errors()
-    diff = (g - r).abs()[ok]
-    rv = r[ok]
-    # The original in its own dtype is allowed its own rounding error; the candidate twice that.
-    own = float((n - r).abs()[ok].max())
     atol_eff = max(atol, 2 * own)
-    max_abs = float(diff.max())
-    max_rel = float((diff / rv.abs().clamp_min(atol)).max())
     errors = Errors(max_abs, max_rel)
     # Rounding in a reduction scales with the output's overall size, not with each element's:
     # a 4096-deep TF32 dot product is off by ~0.28 on an output near zero when the RMS is 64.
-    rms = float(rv.pow(2).mean().sqrt())
-    bound = atol_eff + rtol * rv.abs().clamp_min(rms)
-    over = diff > bound
-    if bool(over.any()):
-        flat = int(torch.argmax((diff - bound).flatten()))
+    rms = math.sqrt(sum_r2 / count)
+    over_count, worst, example = 0, -math.inf, (0.0, 0.0)
+    for _start, g, r, _n in _chunks(gt, rt, nt):
+        ok = torch.isfinite(r)
+        if not bool(ok.any()):
+            continue
+        gv, rv = g[ok], r[ok]
+        excess = (gv - rv).abs() - (atol_eff + rtol * rv.abs().clamp_min(rms))
+        over = excess > 0
+        if bool(over.any()):
+            over_count += int(over.sum())
+            at = int(torch.argmax(excess))
+            if float(excess[at]) > worst:
+                worst, example = float(excess[at]), (float(gv[at]), float(rv[at]))
+    if over_count:
         raise Mismatch(
             f"{where}: max abs error {max_abs:.3g} > tol {atol_eff:.3g} + {rtol:g}*max(|ref|, rms {rms:.3g}) "
             f"({key}); "
-            f"{int(over.sum())} of {over.numel()} elements off, e.g. got {float(g[ok][flat]):.6g} "
-            f"expected {float(rv[flat]):.6g}"
+            f"{over_count} of {count} elements off, e.g. got {example[0]:.6g} expected {example[1]:.6g}"
         )
-    norm = float(rv.norm())
+    norm = math.sqrt(sum_r2)
     if norm > 0:
-        rel_l2 = float(diff.norm()) / norm
-        l2_eff = max(l2tol, 2 * float((n - r).abs()[ok].norm()) / norm)
+        rel_l2 = math.sqrt(sum_d2) / norm
+        l2_eff = max(l2tol, 2 * math.sqrt(sum_own2) / norm)
         if rel_l2 > l2_eff:
             raise Mismatch(f"{where}: relative L2 error {rel_l2:.3g} > {l2_eff:.3g} ({key})")
     return errors

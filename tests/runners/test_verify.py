@@ -359,3 +359,34 @@ def test_torch_compiles_own_patching_is_not_blamed_on_the_candidate():
     before = verify.snapshot()
     install_generation_tagging_init()  # what the compile baseline's first call does
     assert verify.patched_since(before) is None
+
+
+# ---------------------------------------------------------------------------
+# Streaming comparison: the same verdicts and evidence, chunk by chunk
+
+
+@pytest.mark.parametrize("chunk", [7, 64, 1 << 22])
+def test_chunked_comparison_gives_the_same_verdict_and_evidence(monkeypatch, chunk):
+    monkeypatch.setattr(verify, "COMPARE_CHUNK", chunk)
+    ref64, native = ref_and_native((12, 50), seed=3)
+    ok = compare(native + 5e-5, ref64, native, "w", False, "cpu")
+    assert 4e-5 < ok.max_abs < 6e-5
+    bad = native.clone()
+    bad[7, 3] += 0.5
+    bad[2, 40] += 0.25
+    with pytest.raises(Mismatch) as info:
+        compare(bad, ref64, native, "w", False, "cpu")
+    assert "2 of 600 elements off" in str(info.value)
+    assert f"got {float(bad[7, 3]):.6g} expected {float(ref64[7, 3]):.6g}" in str(info.value)
+    nan = native.clone()
+    nan[11, 49] = float("nan")
+    with pytest.raises(Mismatch, match=r"NaN/Inf at index \(11, 49\)"):
+        compare(nan, ref64, native, "w", False, "cpu")
+
+
+def test_a_small_relative_l2_drift_is_caught_across_chunks(monkeypatch):
+    monkeypatch.setattr(verify, "COMPARE_CHUNK", 100)
+    ref64 = torch.full((1000,), 1.0, dtype=torch.float64)
+    native = ref64.float()
+    with pytest.raises(Mismatch, match="relative L2 error"):
+        compare(native + 1.5e-4, ref64, native, "w", False, "cpu")  # every element inside atol+rtol
