@@ -49,6 +49,7 @@ SUITES = {
     "softmax": "tests/problems/softmax.py",
     "rmsnorm": "tests/problems/layers.py::RMSNorm",
     "helper": "tests/problems/helper.py",
+    "masked": "tests/problems/masked.py",
 }
 
 
