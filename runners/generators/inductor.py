@@ -364,6 +364,8 @@ def _checks(capture: dict[str, Any]) -> list[str]:
             lines += [
                 f"if {name}.dtype != torch.{dtype}:",
                 f'    raise TypeError(f"compiled for {name} in {dtype}, got {{{name}.dtype}}")',
+                # Inductor's kernels index by the strides they were compiled for: contiguous ones.
+                f"{name} = {name}.contiguous()",
             ]
     for s in capture.get("settings", []):
         path, value = s["path"], _literal(s["value"])
