@@ -251,6 +251,7 @@ def test_pull_request_to_suggestion(world: World) -> None:
     fake.assert_clean()
 
 
+@pytest.mark.timeout(1200)
 def test_a_gpu_worker_killed_mid_task_is_replaced_and_posts_once(tmp_path: Path) -> None:
     """acks late + a short visibility timeout: the killed worker's task comes back to a new worker,
     the chord completes once, and the pull request gets exactly one review and one check run."""
@@ -264,7 +265,7 @@ def test_a_gpu_worker_killed_mid_task_is_replaced_and_posts_once(tmp_path: Path)
         w.procs["gpu"].kill()  # mid-task: no chance to acknowledge or requeue
         w.procs["gpu"].wait()
         w.start_gpu("gpu2")
-        w.wait_for_completed_check(timeout=400)
+        w.wait_for_completed_check(timeout=900)  # four modules, each with its reference runner
         assert len(w.fake.reviews[(w.owner, w.repo, w.number)]) == 1
         [check] = w.fake.check_runs[(w.owner, w.repo)]
         assert check.conclusion == "success"
