@@ -253,9 +253,10 @@ def test_pull_request_to_suggestion(world: World) -> None:
 
 @pytest.mark.timeout(1200)
 def test_a_gpu_worker_killed_mid_task_is_replaced_and_posts_once(tmp_path: Path) -> None:
-    """acks late + a short visibility timeout: the killed worker's task comes back to a new worker,
+    """acks late + a visibility timeout longer than one module (each runs a reference runner and
+    the judge now, ~25 s here) but short for a test: the killed worker's task comes back to a new worker,
     the chord completes once, and the pull request gets exactly one review and one check run."""
-    w = World(tmp_path, "redis", KILL_BROKER, KILL_BACKEND, {"KERNELIZE_VISIBILITY_TIMEOUT_S": "8"})
+    w = World(tmp_path, "redis", KILL_BROKER, KILL_BACKEND, {"KERNELIZE_VISIBILITY_TIMEOUT_S": "60"})
     try:
         assert w.post("e2e-kill-1").status_code == 202
         deadline = time.monotonic() + 120
