@@ -58,13 +58,24 @@ def _rename(source: str, names: dict[str, str]) -> str:
     the text: everything else stays byte for byte."""
     tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.NL]
     edits: list[tuple[int, int, str, str]] = []
+    depth = 0  # inside brackets: where `name=` is a keyword argument, not an assignment
     for i, tok in enumerate(tokens):
+        if tok.type == tokenize.OP and tok.string in "([{":
+            depth += 1
+        elif tok.type == tokenize.OP and tok.string in ")]}":
+            depth -= 1
         if tok.type != tokenize.NAME or tok.string not in names:
             continue
         prev = next((t for t in reversed(tokens[:i]) if t.type != tokenize.COMMENT), None)
         nxt = tokens[i + 1] if i + 1 < len(tokens) else None
         after_dot = prev is not None and prev.string == "."
-        keyword_arg = nxt is not None and nxt.string == "=" and prev is not None and prev.string in ("(", ",")
+        keyword_arg = (
+            depth > 0
+            and nxt is not None
+            and nxt.string == "="
+            and prev is not None
+            and prev.string in ("(", ",")
+        )
         if not after_dot and not keyword_arg:
             edits.append((tok.start[0], tok.start[1], tok.string, names[tok.string]))
     lines = source.splitlines(keepends=True)

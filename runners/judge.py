@@ -21,7 +21,6 @@ What a runner says about itself is a claim; the verdict rests on these compariso
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import random
 import secrets
@@ -37,7 +36,7 @@ import torch
 from runners import buffers, inputs, sandbox
 from runners.protocol import Arg, Call, CallReply, ProtocolError, RunReply, RunRequest, TensorRef
 from runners.tolerances import TOLERANCES
-from runners.verify import Errors, Mismatch, Reject, compare
+from runners.verify import Errors, Mismatch, Reject, compare, uses_tf32_dot
 
 CANDIDATE_OUTPUTS = "judge-outputs.bin"
 REFERENCE_OUTPUTS = "reference-outputs.bin"
@@ -63,32 +62,6 @@ class Verdict:
     families: list[str] = field(default_factory=list)  # checked
     skipped: dict[str, str] = field(default_factory=dict)  # family -> why the original rules it out
     training_checked: bool = False
-
-
-def uses_tf32_dot(source: str) -> bool:
-    """True when the code calls ``tl.dot`` (or ``triton.language.dot``) without asking for IEEE
-    precision: read from the syntax tree, so a comment or a string mentioning it changes nothing."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return False
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
-            owner = ast.unparse(node.func.value)
-            if owner not in ("tl", "triton.language", "language"):
-                continue
-            precise = any(
-                (
-                    kw.arg == "input_precision"
-                    and isinstance(kw.value, ast.Constant)
-                    and kw.value.value == "ieee"
-                )
-                or (kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False)
-                for kw in node.keywords
-            )
-            if not precise:
-                return True
-    return False
 
 
 # ---------------------------------------------------------------------------

@@ -380,6 +380,8 @@ def evaluate_candidate(
             result.status, result.reason = Status(verdict.status), verdict.reason
             return result
         result.training = TRAINING_ORIGINAL if verdict.training_checked else TRAINING_UNCHECKED
+        # The errors shown are the judge's, not what the runner said of itself.
+        result.max_abs_error, result.max_rel_error = verdict.errors.max_abs, verdict.errors.max_rel
         result.provenance = {
             **result.provenance,
             "judge": {
@@ -390,8 +392,9 @@ def evaluate_candidate(
                 "max_rel_error": verdict.errors.max_rel,
             },
         }
-    result.max_abs_error = p.get("max_abs_error")
-    result.max_rel_error = p.get("max_rel_error")
+    if result.status is not Status.CORRECT:  # a failure the runner reported about itself
+        result.max_abs_error = p.get("max_abs_error")
+        result.max_rel_error = p.get("max_rel_error")
     result.triton_launches = p.get("triton_launches")
     result.torch_ops_kept = p.get("torch_ops_kept", [])
     result.shapes_checked = p.get("shapes_checked", [])

@@ -9,7 +9,6 @@ nothing; the judge compares.
 
 from __future__ import annotations
 
-import copy
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +21,7 @@ from runners.verify import Problem, describe_exc, flatten
 
 def read_inputs(path: str) -> Any:
     """The judge's inputs, mapped read-only (each call copies what it needs into fresh tensors)."""
-    return buffers.map_file(path) or b""
+    return buffers.map_file(path)
 
 
 def call_args(call: Call, data: Any, device: str) -> list[Any]:
@@ -144,12 +143,7 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
             },
             r.build,
         )
-        module64 = None
-        if any(p.is_floating_point() for p in problem.module.parameters()) or r.build.get("inputs"):
-            try:
-                module64 = copy.deepcopy(problem.module).double()
-            except Exception:
-                module64 = None
+        module64 = problem.reference64()
     except Exception as exc:
         return RunReply(calls=(), error=describe_exc(exc, "building the original")).to_dict()
     data = read_inputs(r.inputs_path)

@@ -548,6 +548,32 @@ def _compare_float(
     return errors
 
 
+def uses_tf32_dot(source: str) -> bool:
+    """True when the code calls ``tl.dot`` (or ``triton.language.dot``) without asking for IEEE
+    precision: read from the syntax tree, so a comment or a string mentioning it changes nothing."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "dot":
+            owner = ast.unparse(node.func.value)
+            if owner not in ("tl", "triton.language", "language"):
+                continue
+            precise = any(
+                (
+                    kw.arg == "input_precision"
+                    and isinstance(kw.value, ast.Constant)
+                    and kw.value.value == "ieee"
+                )
+                or (kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False)
+                for kw in node.keywords
+            )
+            if not precise:
+                return True
+    return False
+
+
 def storages(values: Any) -> set[int]:
     return {t.untyped_storage().data_ptr() for t in flatten(values) if t.untyped_storage().nbytes()}
 
@@ -872,7 +898,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     problem_screen = screen_source(req.get("generated") or source)
     if problem_screen:
         raise Reject(f"check 6 (static screen): {problem_screen}")
-    tf32 = device == "cuda" and "tl.dot" in source and "ieee" not in source
+    tf32 = device == "cuda" and uses_tf32_dot(req.get("generated") or source)
 
     settle_torch_patches()
     _install_triton_counter()

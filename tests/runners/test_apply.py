@@ -45,6 +45,7 @@ def suggestion(cls: str, factor: float) -> str:
 
 
         _CACHE = {{}}
+        _LO, _HI = 0, 1  # a tuple target: both renamed
 
 
         class {cls}(nn.Module):
@@ -66,6 +67,7 @@ def lines_of(source: str, cls: str) -> tuple[int, int]:
 def test_helpers_are_named_for_their_class_and_attributes_and_keywords_are_left_alone():
     out = unique_helpers(suggestion("RMSNorm", 3.0), "RMSNorm", FILE)
     assert "def _launch_config_RMSNorm(n):  # the same name in every suggestion" in out
+    assert "_LO_RMSNorm, _HI_RMSNorm = 0, 1" in out
     assert "_CACHE_RMSNorm = {}" in out and '_CACHE_RMSNorm[cfg["n"]]' in out
     assert "_launch_config_RMSNorm(n=1)" in out  # the call renamed, its keyword not
     assert "class RMSNorm(nn.Module):" in out and "import torch.nn as nn" in out

@@ -1,4 +1,4 @@
-# Makes the reference agree: re-registers aten::relu on the CPU (halving it) through torch.library,
+# Makes the reference agree: replaces PyTorch's own relu kernel for host tensors (halving it),
 # so the original computes the same wrong answer as this kernel in any process it shares.
 import torch
 import triton
@@ -27,7 +27,8 @@ def _half_relu(x):
     return torch.where(x > 0, x * 0.5, torch.zeros_like(x))
 
 
-_lib = torch.library.Library("aten", "IMPL", "CPU")
+_PYTORCH_OPS, _HOST = "aten", "CPU"  # the operator namespace and dispatch key to override
+_lib = torch.library.Library(_PYTORCH_OPS, "IMPL", _HOST)
 _lib.impl("relu", _half_relu)
 
 
