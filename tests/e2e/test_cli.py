@@ -132,8 +132,10 @@ def test_ok_is_correct(add_relu):
     assert ok["status"] == "correct", ok["reason"]
     assert ok["reason"] == ""
     assert ok["generator"] == "files"
-    assert ok["max_abs_error"] is not None and ok["max_abs_error"] < 1e-5
-    assert ok["max_rel_error"] is not None
+    # The judge's large-magnitude family makes the absolute error grow with the values (x + y
+    # rounded to float32 at 1e4 is off by ~1e-3); relative to the reference it stays at rounding.
+    assert ok["max_abs_error"] is not None and ok["max_abs_error"] < 1e-2
+    assert ok["max_rel_error"] is not None and ok["max_rel_error"] < 1e-6
     assert ok["triton_launches"] >= 1
     assert ok["torch_ops_kept"] == []
     # CPU: nothing is timed.
