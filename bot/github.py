@@ -702,6 +702,26 @@ def user_access(
         gh.close()
 
 
+def token_reads(api_url: str, token: str, repository: str) -> bool:
+    """Whether ``token`` (any GitHub token: a personal one, an app's user token, a workflow's
+    ``GITHUB_TOKEN``) can read ``repository``, as GitHub answers ``GET /repos/{owner}/{repo}``
+    for it: 404 and 403 are no. A token GitHub refuses (401) raises GitHubError with status 401;
+    so does GitHub being unreachable (status None or 5xx)."""
+    gh = github.Github(auth=github.Auth.Token(token), base_url=api_url.rstrip("/"), retry=None)
+    path = f"/repos/{repository}"
+    try:
+        with _translated("GET", path, lambda text: text.replace(token, "***")):
+            try:
+                gh.get_repo(repository, lazy=False)
+            except github.GithubException as exc:
+                if exc.status in (403, 404):
+                    return False
+                raise
+        return True
+    finally:
+        gh.close()
+
+
 def _pages(gh: github.Github, path: str, key: str) -> Iterator[dict[str, Any]]:
     page = 1
     while True:

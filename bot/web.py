@@ -148,7 +148,7 @@ def create_app(
         with seconds.time():
             return await receive(request)
 
-    app.include_router(api.router(sessions))
+    app.include_router(api.router(sessions, settings.github_api_url))
     app.include_router(dashboard.router(sessions, settings))
 
     @app.get("/healthz", include_in_schema=False)
