@@ -15,6 +15,7 @@ import base64
 import logging
 import re
 import threading
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
@@ -162,6 +163,31 @@ def _utcnow() -> datetime:
     return datetime.now(UTC)
 
 
+class _Retry(github.GithubRetry):
+    """GithubRetry that never repeats a POST GitHub may already have carried out.
+
+    A 5xx or a broken connection after a POST was sent does not say whether GitHub created the
+    review or comment: retrying blindly posts it twice. Such a POST fails at once, and the caller
+    looks for what it wrote (its marker) before trying again. Rate limits (403, 429: nothing was
+    created) and connection failures before sending are retried as for any method."""
+
+    def _is_method_retryable(self, method: str) -> bool:
+        return method.upper() != "POST" and super()._is_method_retryable(method)
+
+    def is_retry(self, method: str, status_code: int, has_retry_after: bool = False) -> bool:
+        if method.upper() == "POST":
+            return status_code in (403, 429) and status_code in (self.status_forcelist or ())
+        return super().is_retry(method, status_code, has_retry_after)
+
+
+WRITE_ATTEMPTS = 3  # tries of a POST whose outcome GitHub left unknown, each after looking for it
+
+
+def _unknown_outcome(exc: GitHubError) -> bool:
+    """The write may or may not have happened: a 5xx, or no answer at all."""
+    return exc.status is None or exc.status >= 500
+
+
 class GitHubApp:
     """The GitHub App: signs its JWT, hands out installation clients, caches their tokens.
 
@@ -209,7 +235,7 @@ class GitHubApp:
             auth=github.Auth.AppAuth(self.app_id, private_key_pem),
             base_url=self.base_url,
             timeout=timeout,
-            retry=self.retry_policy(),
+            retry=self.retry_policy(repeat_posts=True),
             seconds_between_requests=self._seconds_between_requests,
             seconds_between_writes=seconds_between_writes,
         )
@@ -217,9 +243,10 @@ class GitHubApp:
     def __repr__(self) -> str:
         return f"GitHubApp(app_id={self.app_id!r}, base_url={self.base_url!r})"
 
-    def retry_policy(self) -> github.GithubRetry:
-        """A fresh retry policy (GithubIntegration's default is none at all: see PITFALLS.md)."""
-        return github.GithubRetry(
+    def retry_policy(self, *, repeat_posts: bool = False) -> github.GithubRetry:
+        """A fresh retry policy (GithubIntegration's default is none at all: see PITFALLS.md).
+        ``repeat_posts``: POSTs that are safe to repeat (a second installation token is harmless)."""
+        return (github.GithubRetry if repeat_posts else _Retry)(
             total=self._retries,
             backoff_factor=self._backoff_factor,
             # GithubRetry adds 403 to these, and retries a 403 only when it is a rate limit.
@@ -458,8 +485,16 @@ class InstallationClient:
             kwargs["actions"] = [dict(a) for a in actions]
         if conclusion is not None:
             kwargs["conclusion"] = conclusion
-        with self._call("POST", f"/repos/{owner}/{repo}/check-runs"):
-            return int(self._repo(owner, repo).create_check_run(**kwargs).id)
+
+        def post() -> int:
+            with self._call("POST", f"/repos/{owner}/{repo}/check-runs"):
+                return int(self._repo(owner, repo).create_check_run(**kwargs).id)
+
+        def find() -> int | None:
+            runs = self.check_runs(owner, repo, head_sha, name)
+            return next((r.id for r in runs if r.external_id == external_id), None)
+
+        return self._write_once(post, find if external_id else None)
 
     def update_check_run(
         self,
@@ -490,11 +525,14 @@ class InstallationClient:
         commit_sha: str,
         body: str,
         comments: Sequence[ReviewComment],
+        marker: str | None = None,
     ) -> int:
         """Post one review (event COMMENT) with line comments on the RIGHT side; return its id.
 
         Each comment's ``line`` (and ``start_line``, strictly before it) must lie in one diff hunk
-        of ``commit_sha``, or GitHub answers 422 and nothing is posted.
+        of ``commit_sha``, or GitHub answers 422 and nothing is posted. With ``marker`` (a string
+        in ``body``), a POST whose outcome GitHub left unknown (5xx, no answer) is followed by a look
+        for this app's review carrying it: found, its id is returned; else the POST is tried again.
         """
         payload_comments = []
         for c in comments:
@@ -505,9 +543,34 @@ class InstallationClient:
             payload_comments.append(item)
         payload = {"commit_id": commit_sha, "body": body, "event": "COMMENT", "comments": payload_comments}
         path = f"/repos/{owner}/{repo}/pulls/{number}/reviews"
-        with self._call("POST", path):
-            _, data = self._gh.requester.requestJsonAndCheck("POST", path, input=payload)
-            return int(data["id"])
+
+        def post() -> int:
+            with self._call("POST", path):
+                _, data = self._gh.requester.requestJsonAndCheck("POST", path, input=payload)
+                return int(data["id"])
+
+        def find() -> int | None:
+            assert marker is not None
+            return next((r.id for r in self.reviews(owner, repo, number) if marker in r.body), None)
+
+        return self._write_once(post, find if marker else None)
+
+    def _write_once(self, post: Callable[[], int], find: Callable[[], int | None] | None) -> int:
+        """``post()``; where GitHub leaves its outcome unknown, ``find()`` what it would have written
+        before posting again (``WRITE_ATTEMPTS`` in all): never the same thing twice."""
+        for attempt in range(WRITE_ATTEMPTS):
+            try:
+                return post()
+            except GitHubError as exc:
+                if find is None or not _unknown_outcome(exc):
+                    raise
+                found = find()
+                if found is not None:
+                    return found
+                if attempt == WRITE_ATTEMPTS - 1:
+                    raise
+                time.sleep(min(2.0**attempt, 8.0) * self._app._backoff_factor)
+        raise AssertionError("unreachable")
 
     def upsert_comment(
         self, owner: str, repo: str, number: int, marker: str, body: str, *, create: bool = True
@@ -535,16 +598,36 @@ class InstallationClient:
             return int(mine.id)
         if not create:
             return None
-        with self._call("POST", path):
-            return int(issue.create_comment(body).id)
+
+        def post() -> int:
+            with self._call("POST", path):
+                return int(issue.create_comment(body).id)
+
+        def find() -> int | None:
+            with self._call("GET", path):
+                return next(
+                    (
+                        int(c.id)
+                        for c in issue.get_comments()
+                        if c.user is not None and c.user.login == me and marker in (c.body or "")
+                    ),
+                    None,
+                )
+
+        return self._write_once(post, find)
 
     def react(self, owner: str, repo: str, comment_id: int, content: str) -> None:
         """Add a reaction (``+1``, ``eyes``, ``rocket``, …) to an issue comment."""
         if content not in REACTIONS:
             raise ValueError(f"unknown reaction {content!r}; GitHub accepts {sorted(REACTIONS)}")
         path = f"/repos/{owner}/{repo}/issues/comments/{comment_id}/reactions"
-        with self._call("POST", path):
-            self._gh.requester.requestJsonAndCheck("POST", path, input={"content": content})
+
+        def post() -> int:  # GitHub answers an existing reaction with itself: safe to repeat
+            with self._call("POST", path):
+                self._gh.requester.requestJsonAndCheck("POST", path, input={"content": content})
+            return 0
+
+        self._write_once(post, lambda: None)
 
     def check_runs(self, owner: str, repo: str, sha: str, name: str) -> list[CheckRunInfo]:
         """This app's check runs called ``name`` on commit ``sha``."""

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, text, update
 from sqlalchemy.orm import Session
 
 from bot.models import ACTIVE_STATES, Installation, Job, utcnow
@@ -54,8 +54,22 @@ def seconds_to_midnight(now: datetime | None = None) -> float:
     return (tomorrow - now).total_seconds()
 
 
+def lock_installation(session: Session, installation_id: int) -> None:
+    """Hold this installation's slots until the transaction ends, so two plans never both take the
+    last one: PostgreSQL, a transaction-scoped advisory lock on the installation id; SQLite, the
+    database's write lock (taken by a write that changes nothing), which serialises writers."""
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": _SLOT_LOCK + installation_id})
+    else:
+        session.execute(update(Job).where(Job.id == -1).values(detail=Job.detail))
+
+
+_SLOT_LOCK = 0x6B7A << 32  # advisory lock ids for slots: apart from the migration lock's
+
+
 def wait_reason(session: Session, installation_id: int, limits: Limits, job_id: int) -> str | None:
-    """Why this job must wait before it starts, or None when it may start now."""
+    """Why this job must wait before it starts, or None when it may start now. Call it after
+    :func:`lock_installation` in the transaction that then marks the job running."""
     running = active_jobs(session, installation_id, besides=job_id)
     if running >= limits.concurrent_jobs:
         return (

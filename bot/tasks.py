@@ -35,6 +35,7 @@ from runners.celery_app import (
     INSTALLATION_TASK,
     KERNELIZE_TASK,
     PLAN_TASK,
+    PUBLISH_FAILED_TASK,
     PUBLISH_TASK,
     TRACK_TASK,
 )
@@ -385,25 +386,40 @@ def plan_pull_request(
     )
     title = f"Checking {len(found)} module(s)"
     working = "Generating, verifying and timing kernels."
-    with _sessions()() as session, session.begin():
-        job = session.get(Job, job_id, with_for_update=True)
+    with _sessions()() as session:
+        job = session.get(Job, job_id)
         assert job is not None
         if job.state == "cancelled":
             return {"skipped": "cancelled"}
         check_run_id = job.check_run_id or next((r.id for r in existing if r.status != "completed"), None)
-        wait = jobs.wait_reason(session, installation_id, _limits(), job_id)
-        if check_run_id is None:
-            status = "queued" if wait else "in_progress"
-            output = {"title": "Waiting" if wait else title, "summary": wait or working}
-            check_run_id = client.create_check_run(
-                owner, repo, head_sha, CHECK_NAME, status, output=output, external_id=key
-            )
+    if check_run_id is None:  # opened queued, outside any transaction: GitHub's time holds no lock
+        check_run_id = client.create_check_run(
+            owner,
+            repo,
+            head_sha,
+            CHECK_NAME,
+            "queued",
+            output={"title": "Queued", "summary": "Waiting for a free slot."},
+            external_id=key,
+        )
+    with _sessions()() as session, session.begin():
+        job = session.get(Job, job_id, with_for_update=True)
+        assert job is not None
         job.check_run_id = check_run_id
-        first_wait = bool(wait) and job.detail != wait
-        if wait:
-            job.detail = wait
-        else:
-            job.state, job.detail = "running", ""
+        cancelled, wait, first_wait = job.state == "cancelled", None, False
+        if not cancelled:
+            jobs.lock_installation(session, installation_id)  # two plans never both take the last slot
+            wait = jobs.wait_reason(session, installation_id, _limits(), job_id)
+            first_wait = bool(wait) and job.detail != wait
+            if wait:
+                job.detail = wait
+            else:
+                job.state, job.detail = "running", ""
+        detail = job.detail
+    if cancelled:  # cancelled while the run was being opened: closed the way cancel closes runs
+        output = {"title": "Cancelled", "summary": detail or "Cancelled."}
+        client.update_check_run(owner, repo, check_run_id, conclusion="cancelled", output=output)
+        return {"skipped": "cancelled"}
     if wait:  # committed above: the next try finds the job, its check run and that we said so
         if first_wait:
             _tell(client, owner, repo, number, comment_id, f"Queued: {wait}.")
@@ -474,9 +490,45 @@ def plan_pull_request(
         "min_speedup": engine["min_speedup"],
         "private": pull.private,
     }
-    chord(header)(app.signature(PUBLISH_TASK, kwargs={"context": context}))
+    run_chord(app, header, context)
     log.info("planned %d module(s) for %s/%s#%d at %s", len(found), owner, repo, number, head_sha[:7])
     return {"modules": len(found), "check_run_id": check_run_id, "job_id": job_id}
+
+
+def run_chord(app: Any, header: list[Any], context: dict[str, Any]) -> Any:
+    """The modules' GPU tasks, then publishing; if any of them fails (its worker lost, a time
+    limit, an exception), the error callback fails the job and completes the check run instead.
+
+    The callback takes the failed task's id alone (Celery's old-style errback), so Celery sends it
+    through the queue to a github worker: a GPU worker never runs GitHub code."""
+    body = app.signature(PUBLISH_TASK, kwargs={"context": context})
+    body.link_error(app.signature(PUBLISH_FAILED_TASK, kwargs={"context": context}))
+    return chord(header)(body)
+
+
+def publish_failed(failed_task_id: str, context: dict[str, Any], why: str) -> dict[str, Any]:
+    """A module's task failed, so the chord never publishes: the job ends failed, the check run is
+    completed with the reason, and a command gets its answer. Idempotent (a repeated call finds
+    the job ended and the check run completed, and says so again)."""
+    owner, repo, number = context["owner"], context["repo"], context["number"]
+    detail = f"a module's GPU task failed ({why}); no results were published"[:1000]
+    job_id = context.get("job_id")
+    if job_id is not None and _finish(job_id, "failed", detail=detail) == "cancelled":
+        return {"cancelled": True}
+    client = _client(context["installation_id"])
+    summary = (
+        f"Kernelize could not finish: {detail}. Task `{failed_task_id}`. "
+        "Comment `/kernelize` on the pull request to run it again."
+    )
+    client.update_check_run(
+        owner,
+        repo,
+        context["check_run_id"],
+        conclusion="failure",
+        output={"title": "Kernelize failed", "summary": summary[:60000]},
+    )
+    _tell(client, owner, repo, number, context.get("comment_id"), summary, failed=True)
+    return {"failed": detail}
 
 
 def _finish(job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = "") -> str:
@@ -673,7 +725,7 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     posted = any(marker in body for body in client.review_bodies(owner, repo, number))
     if plan.comments and not posted:  # a redelivered publish never posts the same review twice
         body = f"{plan.body}\n{marker}"
-        review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments)
+        review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments, marker)
     if plan.suggestions:
         _record_suggestions(client, context, plan, reports, winners, device, marker)
     summary = publish.summary_comment(run, reports, head_sha, plan)
@@ -844,6 +896,25 @@ def register(app: Any) -> None:
     @app.task(name=PUBLISH_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
     def _publish(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
         return publish_pull_request(results, context)
+
+    @app.task(name=PUBLISH_FAILED_TASK, shared=False, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
+    def _publish_failed(self: Any, failed_task_id: str, context: dict[str, Any]) -> dict[str, Any]:
+        return publish_failed(failed_task_id, context, _failure(self.app, failed_task_id))
+
+
+def _failure(app: Any, task_id: str) -> str:
+    """What a failed task's result says (for a chord, Celery's ChordError naming the module's task
+    and its exception): the exception's type and first line."""
+    try:  # the callback may run before the chord's failure is stored: wait a little for it
+        result = app.AsyncResult(task_id)
+        result.get(timeout=10, propagate=False, disable_sync_subtasks=False)
+        exc = result.result
+    except Exception as err:  # the result backend itself failed: say that, never lose the callback
+        return f"its result could not be read: {type(err).__name__}"
+    if isinstance(exc, BaseException):
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
+    return "no result was stored"
 
 
 def _command_run(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from kombu.entity import Exchange, Queue
 GITHUB_QUEUE, GPU_QUEUE = "github", "gpu"
 PLAN_TASK = "kernelize.plan_pull_request"
 PUBLISH_TASK = "kernelize.publish_pull_request"
+PUBLISH_FAILED_TASK = "kernelize.publish_failed"  # a chord's error callback: a module's task failed
 KERNELIZE_TASK = "kernelize.kernelize_module"
 COMMAND_TASK = "kernelize.command"
 INSTALLATION_TASK = "kernelize.installation"
@@ -28,6 +29,7 @@ TASK_ROUTES = {
     INSTALLATION_TASK: {"queue": GITHUB_QUEUE},
     TRACK_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_TASK: {"queue": GITHUB_QUEUE},
+    PUBLISH_FAILED_TASK: {"queue": GITHUB_QUEUE},
     KERNELIZE_TASK: {"queue": GPU_QUEUE},
 }
 # Seconds to wait for a broker socket: the web process must answer GitHub within 10 s.

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +30,7 @@ from runners.celery_app import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
 DEAD_BROKER = "redis://127.0.0.1:1/0"
 
 
@@ -162,3 +165,58 @@ def test_runners_celery_app_needs_no_web_packages() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stderr
+
+
+@pytest.fixture
+def chord_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+    """A real worker for both queues running tests/bot/chord_worker_tasks.py."""
+    env = {**os.environ, "KERNELIZE_TEST_BROKER": redis_url, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
+    log = (tmp_path / "worker.log").open("wb")
+    command = [sys.executable, "-m", "celery", "-A", "chord_worker_tasks", "worker", "-Q", "github,gpu"]
+    command += ["--pool", "solo", "--without-mingle", "--without-gossip", "--without-heartbeat", "-l", "info"]
+    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        yield proc
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+        log.close()
+
+
+def _chord_outcome(redis_client: Any, timeout_s: float = 60) -> dict[str, Any]:
+    got = redis_client.blpop("kernelize-test:chord", timeout=timeout_s)
+    assert got is not None, "neither callback of the chord ran"
+    return json.loads(got[1])
+
+
+@pytest.mark.parametrize("explode", [False, True])
+def test_a_module_task_that_fails_ends_the_job_through_the_error_callback(
+    redis_url: str, redis_client: Any, chord_worker: subprocess.Popen[bytes], explode: bool
+) -> None:
+    from bot.tasks import run_chord
+    from runners.celery_app import GPU_QUEUE, KERNELIZE_TASK, make_celery
+
+    redis_client.delete("kernelize-test:chord")
+    app = make_celery(redis_url, redis_url)
+    header = [
+        app.signature(
+            KERNELIZE_TASK,
+            kwargs={"request": {"class_name": n, "explode": explode and n == "B"}},
+            queue=GPU_QUEUE,
+        )
+        for n in ("A", "B")
+    ]
+    run_chord(app, header, {"job_id": 7})
+    outcome = _chord_outcome(redis_client)
+    assert outcome["context"] == {"job_id": 7}
+    if not explode:
+        assert sorted(r["module"] for r in outcome["published"]) == ["A", "B"]
+    else:
+        assert "published" not in outcome
+        assert "RuntimeError('module B exploded')" in outcome["why"] or "module B exploded" in outcome["why"]
+        assert outcome["why"].startswith("ChordError")
+    assert redis_client.blpop("kernelize-test:chord", timeout=3) is None  # exactly one callback ran

@@ -250,3 +250,52 @@ def test_auto_run_off_and_drafts(world: World) -> None:
     )
     assert draft == {"skipped": "draft pull request"}
     assert not world.checks()
+
+
+def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(world: World) -> None:
+    """The chord's error callback (bot.tasks.run_chord): no results will come, so the job ends
+    failed, the check run is completed with the reason, and the command that started it is answered."""
+    from bot import tasks
+
+    client = tasks._client(INSTALLATION)
+    check_run_id = client.create_check_run(
+        OWNER, REPO, HEAD, tasks.CHECK_NAME, "in_progress", external_id="k"
+    )
+    with world.sessions() as session, session.begin():
+        job = Job(
+            key="k",
+            installation_id=INSTALLATION,
+            repository=f"{OWNER}/{REPO}",
+            pull_number=NUMBER,
+            head_sha=HEAD,
+            reason="command",
+            requested_by="maintainer",
+            state="running",
+            modules=1,
+            check_run_id=check_run_id,
+        )
+        session.add(job)
+        session.flush()
+        job_id = job.id
+    world.comment("/kernelize status")  # a comment to answer on
+    context = {
+        "installation_id": INSTALLATION,
+        "owner": OWNER,
+        "repo": REPO,
+        "number": NUMBER,
+        "check_run_id": check_run_id,
+        "job_id": job_id,
+        "comment_id": world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id,
+    }
+    why = "ChordError: Dependency 1234 raised TimeLimitExceeded(600)"
+    for _ in range(2):  # a redelivered callback says the same, and changes nothing more
+        assert tasks.publish_failed("1234", context, why) == {
+            "failed": f"a module's GPU task failed ({why}); no results were published"
+        }
+    [run] = [c for c in world.checks() if c.id == check_run_id]
+    assert run.status == "completed" and run.conclusion == "failure"
+    assert "TimeLimitExceeded" in run.output["summary"] and "/kernelize" in run.output["summary"]
+    with world.sessions() as session:
+        done = session.get(Job, job_id)
+        assert done.state == "failed" and "TimeLimitExceeded" in done.detail
+    assert "Kernelize could not finish" in world.replies()[-1]

@@ -327,3 +327,70 @@ def test_errors_never_carry_the_token(
     text = "".join(traceback.format_exception(info.value)) + repr(info.value)
     assert token_fetches and all(token not in text for token in token_fetches)
     assert token_fetches[0] not in repr(client) and token_fetches[0] not in repr(client._gh.requester.auth)
+
+
+# A POST GitHub carried out but answered 5xx (or never answered): posting again would post twice.
+# The client looks for what it wrote (its marker, its external id) before trying again.
+
+MARKER = "<!-- kernelize:review key=abc -->"
+
+
+def _review(client: InstallationClient) -> int:
+    comments = [ReviewComment("models/scale.py", 6, None, "looks fine")]
+    return client.create_review(OWNER, REPO, 1, HEAD, f"review\n{MARKER}", comments, MARKER)
+
+
+def test_a_review_created_then_answered_502_is_posted_once(fake: Any, client: InstallationClient) -> None:
+    fake.fail_next("POST", r"/pulls/1/reviews$", status=502, times=1, after=True)
+    review_id = _review(client)
+    posted = fake.reviews[(OWNER, REPO, 1)]
+    assert [r.id for r in posted] == [review_id]
+    assert len(fake.requests_to("POST", r"/pulls/1/reviews$")) == 1  # looked, found, did not post again
+
+
+def test_a_review_refused_with_502_is_posted_after_looking(fake: Any, client: InstallationClient) -> None:
+    fake.fail_next("POST", r"/pulls/1/reviews$", status=502, times=2)
+    review_id = _review(client)
+    assert [r.id for r in fake.reviews[(OWNER, REPO, 1)]] == [review_id]
+    assert len(fake.requests_to("POST", r"/pulls/1/reviews$")) == 3
+    assert len(fake.requests_to("GET", r"/pulls/1/reviews$")) == 2  # a look before each new try
+
+
+def test_a_review_that_keeps_failing_is_a_github_error_and_posts_nothing(
+    fake: Any, client: InstallationClient
+) -> None:
+    fake.fail_next("POST", r"/pulls/1/reviews$", status=503, times=10)
+    with pytest.raises(GitHubError) as info:
+        _review(client)
+    assert info.value.status == 503 and info.value.transient
+    assert fake.reviews[(OWNER, REPO, 1)] == []
+
+
+def test_a_422_is_not_tried_again(fake: Any, client: InstallationClient) -> None:
+    fake.fail_next("POST", r"/pulls/1/reviews$", status=422, times=1)
+    with pytest.raises(GitHubError):
+        _review(client)
+    assert len(fake.requests_to("POST", r"/pulls/1/reviews$")) == 1
+
+
+def test_a_summary_comment_created_then_answered_502_is_posted_once(
+    fake: Any, client: InstallationClient
+) -> None:
+    fake.fail_next("POST", r"/issues/1/comments$", status=502, times=1, after=True)
+    first = client.upsert_comment(
+        OWNER, REPO, 1, "<!-- kernelize:summary -->", "summary\n<!-- kernelize:summary -->"
+    )
+    assert [c.id for c in fake.issue_comments[(OWNER, REPO, 1)]] == [first]
+
+
+def test_a_check_run_created_then_answered_502_is_opened_once(fake: Any, client: InstallationClient) -> None:
+    fake.fail_next("POST", r"/check-runs$", status=502, times=1, after=True)
+    run_id = client.create_check_run(OWNER, REPO, HEAD, "Kernelize", "queued", external_id="job-7")
+    assert [c.id for c in fake.check_runs[(OWNER, REPO)]] == [run_id]
+
+
+def test_a_secondary_rate_limit_on_a_post_is_still_waited_out(fake: Any, client: InstallationClient) -> None:
+    fake.fail_next("POST", r"/pulls/1/reviews$", status=403, times=1, headers={"Retry-After": "0"})
+    review_id = _review(client)
+    assert [r.id for r in fake.reviews[(OWNER, REPO, 1)]] == [review_id]
+    assert len(fake.requests_to("GET", r"/pulls/1/reviews$")) == 0  # a rate limit creates nothing

@@ -51,6 +51,43 @@ def test_concurrency_limit_counts_running_jobs_of_the_installation_only(database
         assert jobs.wait_reason(s, 1, limits, mine.id) is None
 
 
+def test_two_plans_racing_for_the_last_slot_take_it_one_at_a_time(database_url: str) -> None:
+    """Plan A holds the installation's slots while it decides; plan B, deciding at the same moment,
+    waits for A's commit and then sees A running: never both."""
+    import threading
+
+    sessions = _sessions(database_url)
+    limits = jobs.Limits(concurrent_jobs=2, gpu_minutes_per_day=60)
+    with sessions() as s, s.begin():
+        s.add_all([_job(1, "running", key="busy"), _job(1, "queued", key="a"), _job(1, "queued", key="b")])
+    with sessions() as s:
+        a_id, b_id = (s.query(Job.id).filter(Job.key == k).scalar() for k in ("a", "b"))
+    b_decided: list[str | None] = []
+    b_started = threading.Event()
+
+    def plan_b() -> None:
+        with sessions() as s, s.begin():
+            b_started.set()
+            jobs.lock_installation(s, 1)  # waits here while A holds the slots
+            b_decided.append(jobs.wait_reason(s, 1, limits, b_id))
+            if b_decided[-1] is None:
+                s.get(Job, b_id).state = "running"
+
+    with sessions() as s, s.begin():
+        jobs.lock_installation(s, 1)
+        assert jobs.wait_reason(s, 1, limits, a_id) is None  # the last slot: A takes it
+        s.get(Job, a_id).state = "running"
+        racer = threading.Thread(target=plan_b)
+        racer.start()
+        b_started.wait(5)
+        racer.join(1.0)
+        assert racer.is_alive() and b_decided == []  # B has not decided while A holds the lock
+    racer.join(20)
+    assert len(b_decided) == 1 and b_decided[0] is not None and "limit 2" in b_decided[0]
+    with sessions() as s:
+        assert jobs.active_jobs(s, 1) == 2
+
+
 def test_the_daily_gpu_budget_counts_since_midnight_utc(database_url: str) -> None:
     sessions = _sessions(database_url)
     limits = jobs.Limits(concurrent_jobs=5, gpu_minutes_per_day=10)

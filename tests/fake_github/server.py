@@ -863,9 +863,13 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         times: int = 1,
         headers: dict[str, str] | None = None,
         body: Any = None,
+        after: bool = False,
     ) -> None:
         """Answer the next ``times`` requests whose method is ``method`` ("*" for any) and whose path
         (without ``/api/v3`` and query) ``re.search``-matches ``path_regex`` with ``status``.
+
+        ``after``: carry each request out first (a review is created, a comment posted), then
+        answer with the failure, as GitHub sometimes does with a 502 after a write went through.
 
         ``body`` None gives GitHub's body for the status: for 403 with ``x-ratelimit-remaining: 0``
         "API rate limit exceeded ...", for 429 or a 403 with ``retry-after`` the secondary rate limit
@@ -875,7 +879,7 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         with self._lock:
             self._failures.append(
                 PlannedFailure(
-                    method.upper(), re.compile(path_regex), status, times, dict(headers or {}), body
+                    method.upper(), re.compile(path_regex), status, times, dict(headers or {}), body, after
                 )
             )
 
@@ -1096,7 +1100,8 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         failure = self._take_failure(method, path)
         if failure is not None:
             rec.injected = True
-            return self._failure_reply(failure), None
+            if not failure.after:
+                return self._failure_reply(failure), None
         route = ROUTES.get((method, op.template))
         if route is None:
             self.unimplemented.append(f"{method} {op.template} ({op.operation_id})")
@@ -1135,6 +1140,8 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
             reply = getattr(self, f"_h_{route.handler}")(ctx, route)
         except HTTPError as exc:
             return self._error_from(exc, op), actor
+        if failure is not None:  # ``after``: done, and answered as a failure
+            return self._failure_reply(failure), actor
         if self.check_responses and 200 <= reply.status < 300:
             for message in self.spec.check_response(op, reply.status, reply.body):
                 self.response_violations.append(f"{method} {raw_path}: {message}")

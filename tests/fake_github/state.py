@@ -308,3 +308,4 @@ class PlannedFailure:
     times: int
     headers: dict[str, str]
     body: Any
+    after: bool = False  # carry the request out, then answer the failure (GitHub's 5xx after a write)
