@@ -36,6 +36,12 @@ CMD ["kernelize", "serve", "--host", "0.0.0.0", "--port", "8000", "--no-worker"]
 FROM pytorch/pytorch:2.11.0-cuda13.0-cudnn9-runtime AS gpu-worker
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     KERNELIZE_LOG_FORMAT=json HF_HOME=/models
+# bubblewrap: every evaluation of pull-request code runs in a sandbox of its own (runners/sandbox.py);
+# without it the worker takes no task. The container needs the security options in compose.yaml.
+# hadolint ignore=DL3008
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends bubblewrap \
+    && rm -rf /var/lib/apt/lists/*
 RUN useradd --create-home --uid 10001 kernelize \
     && mkdir -p /models \
     && chown kernelize /models

@@ -15,7 +15,7 @@ KZ="$PY -m bot.cli run --device cuda"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing | sandbox
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -106,4 +106,53 @@ for p in rmsnorm softmax; do
 done
 summary "$OUT"/judge_large_rmsnorm.json "$OUT"/judge_large_softmax.json
 $PY bench/harness_overhead.py --device cuda --repeat 3
+fi
+
+if [ "$PART" = judge-timing ]; then
+echo "== timing checked by the judge: GPU timing cheats on a large pointwise problem, then the honest kernels =="
+TIMEFORMAT="timing cheats: %R s wall"; time $KZ bench/problems/add_relu.py \
+    --candidates tests/candidates/adversarial/timing_cuda --timeout 300 --no-compile \
+    --json "$OUT/judge_timing_cheats.json" --quiet
+summary "$OUT"/judge_timing_cheats.json
+cands=$(mktemp -d)
+mkdir -p "$cands/softmax" "$cands/RMSNorm"
+cp tests/candidates/softmax/ok.py "$cands/softmax/"
+cp tests/candidates/layers/RMSNorm/ok.py "$cands/RMSNorm/"
+TIMEFORMAT="softmax: %R s wall"; time $KZ bench/problems/softmax.py --candidates "$cands/softmax" --timeout 300 \
+    --json "$OUT/judge_timing_softmax.json" --markdown "$OUT/judge_timing_softmax.md" --quiet
+TIMEFORMAT="rmsnorm: %R s wall"; time $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
+    --json "$OUT/judge_timing_rmsnorm.json" --markdown "$OUT/judge_timing_rmsnorm.md" --quiet
+summary "$OUT"/judge_timing_softmax.json "$OUT"/judge_timing_rmsnorm.json
+cat "$OUT"/judge_timing_softmax.md "$OUT"/judge_timing_rmsnorm.md
+fi
+
+if [ "$PART" = sandbox ]; then
+echo "== the sandbox on CUDA: bwrap with the GPU's device nodes, driver and compiler =="
+command -v bwrap && bwrap --version
+$PY -c 'from runners import sandbox; print("isolation probe (cuda):", sandbox.isolation_problem("cuda") or "ok")'
+$PY - <<'PYEOF'
+import time
+from runners import sandbox
+limits = sandbox.Limits(60, 4096)
+for device in ("cpu", "cuda"):
+    start = time.monotonic()
+    res = sandbox.run("runners.sandbox:_probe", {"device": device}, limits)
+    print(f"probe on {device}: {res.outcome} {res.payload} {time.monotonic() - start:.3f} s | {res.reason}")
+PYEOF
+cands=$(mktemp -d)
+mkdir -p "$cands/RMSNorm"
+cp tests/candidates/layers/RMSNorm/ok.py "$cands/RMSNorm/"
+TIMEFORMAT="add_relu: %R s wall"; time $KZ tests/problems/add_relu.py --candidates tests/candidates/add_relu \
+    --timeout 120 --json "$OUT/sandbox_add_relu.json" --quiet
+TIMEFORMAT="rmsnorm: %R s wall"; time $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
+    --json "$OUT/sandbox_rmsnorm.json" --markdown "$OUT/sandbox_rmsnorm.md" --quiet
+summary "$OUT"/sandbox_add_relu.json "$OUT"/sandbox_rmsnorm.json
+$PY - "$OUT"/sandbox_add_relu.json "$OUT"/sandbox_rmsnorm.json <<'PYEOF'
+import json, sys
+for path in sys.argv[1:]:
+    for m in json.load(open(path))["modules"]:
+        for c in m["candidates"]:
+            print(f"{m['class_name']}:{c['id']:24} sandbox={','.join(c.get('provenance', {}).get('sandbox', [])) or '-'}")
+PYEOF
+cat "$OUT"/sandbox_rmsnorm.md
 fi

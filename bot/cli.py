@@ -95,6 +95,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--json", metavar="PATH", help="write the JSON report here")
     run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
     run.add_argument("--quiet", action="store_true", help="no progress lines")
+    run.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="run the module and the candidates without the bubblewrap sandbox: only for your own "
+        "code on your own machine (they can then read your files and environment, reach the network "
+        "and leave processes behind)",
+    )
     worker = sub.add_parser("worker", help="run a queue worker (github: GitHub side; gpu: the engine)")
     worker.add_argument("--queues", default="github", help="comma-separated: github, gpu (default github)")
     worker.add_argument(
@@ -188,6 +195,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for out in (args.json, args.markdown):
         if out and not Path(out).resolve().parent.is_dir():
             raise UserError(f"{out}: the folder does not exist")
+    _isolation(args.no_isolation)
 
     try:
         entries = load_module_entries(args.config) if args.config else {}
@@ -273,6 +281,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+NO_ISOLATION_WARNING = (
+    "kernelize: warning: --no-isolation: the module and the candidates run without a sandbox: "
+    "they can read your files and environment, reach the network and leave processes behind"
+)
+
+
+def _isolation(off: bool) -> None:
+    """Untrusted code runs only in a sandbox (runners/sandbox.py): refuse to start without one,
+    unless the user switched it off for their own code."""
+    from runners import sandbox
+
+    if off:
+        sandbox.set_isolation(False)
+        print(NO_ISOLATION_WARNING, file=sys.stderr, flush=True)
+        return
+    problem = sandbox.isolation_problem()
+    if problem:
+        raise UserError(f"{problem} (see docs/self-hosting.md; --no-isolation: your own code, unsandboxed)")
+
+
 def _generators(
     named: list[str] | None, candidates: str | None, device: str, options: dict[str, Any]
 ) -> tuple[list[Generator], dict[str, str]]:
@@ -346,7 +374,9 @@ def cmd_worker(args: argparse.Namespace) -> int:
 
         configure_logging()
         command = [sys.executable, "-m", "runners.worker", "--queues", "gpu", "--hostname", "gpu{gpu}@%h"]
-        return supervisor.supervise(gpus, [*command, *warm], health_port=args.health_port)
+        return supervisor.supervise(
+            gpus, [*command, *warm], health_port=args.health_port, check=supervisor.isolation_check
+        )
     if "github" not in queues:
         from runners import worker
 

@@ -19,8 +19,13 @@ the original signature picks one by device, and by whether autograd records::
         return self._forward_eager(x, mask)
 
 A Triton launch's output has no autograd history, so a kernel path under training would
-silently stop the layer (and everything before it) from learning; the checks compare the
-suggestion's input and parameter gradients with the original's.
+silently stop the layer (and everything before it) from learning. A candidate whose ``forward``
+applies an ``autograd.Function`` of its file that defines ``backward`` (:func:`has_backward`: the
+template generator writes one per kernel, its backward a fused Triton kernel) brings its own
+gradients: its suggestion takes the kernel path whether autograd records or not, and drops the
+``records`` test. Either way the checks compare the suggestion's input and parameter gradients with
+the original's; when a candidate's backward is wrong, :func:`drop_backward` gives the same code
+without it, suggested with the original path under training.
 
 The result is what the checks run (in the namespace of the original file, as
 it will live there), so the code verified is the code suggested; the checks
@@ -31,6 +36,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import re
 import textwrap
 
 TRITON = "_forward_triton"
@@ -109,15 +115,31 @@ def _call_and_tensors(fn: ast.FunctionDef) -> tuple[str, list[str]]:
     return ", ".join(parts), tensors
 
 
-def _dispatch(original_forward: ast.FunctionDef) -> str:
+def _dispatch(original_forward: ast.FunctionDef, backward: bool) -> str:
     call, tensors = _call_and_tensors(original_forward)
     signature = ast.unparse(original_forward.args)
     returns = f" -> {ast.unparse(original_forward.returns)}" if original_forward.returns else ""
     pool = ", ".join(tensors) + ("," if len(tensors) == 1 else "")
+    head = [
+        f"def forward({signature}){returns}:",
+        "    # Triton kernels run on CUDA tensors (on the CPU only under TRITON_INTERPRET=1);",
+    ]
+    if backward:
+        return "\n".join(
+            [
+                *head,
+                "    # everything else keeps the original computation. Training takes the kernels too:",
+                "    # their autograd.Function has a Triton backward.",
+                f"    tensors = [a for a in ({pool}) if isinstance(a, torch.Tensor)]",
+                "    on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)",
+                '    if on_gpu or os.environ.get("TRITON_INTERPRET") == "1":',
+                f"        return self.{TRITON}({call})",
+                f"    return self.{EAGER}({call})",
+            ]
+        )
     return "\n".join(
         [
-            f"def forward({signature}){returns}:",
-            "    # Triton kernels run on CUDA tensors (on the CPU only under TRITON_INTERPRET=1);",
+            *head,
             "    # everything else keeps the original computation. So does training: the kernels",
             "    # have no backward, so whenever autograd would record, the original ops run.",
             f"    tensors = [a for a in ({pool}) if isinstance(a, torch.Tensor)]",
@@ -131,6 +153,94 @@ def _dispatch(original_forward: ast.FunctionDef) -> str:
             f"    return self.{EAGER}({call})",
         ]
     )
+
+
+def _is_function(node: ast.stmt) -> bool:
+    """A top-level ``class X(torch.autograd.Function)`` that defines ``backward``."""
+    if not isinstance(node, ast.ClassDef):
+        return False
+    bases = {ast.unparse(b) for b in node.bases}
+    if not bases & {"torch.autograd.Function", "autograd.Function", "Function"}:
+        return False
+    return any(isinstance(n, ast.FunctionDef) and n.name == "backward" for n in node.body)
+
+
+def _applied_functions(tree: ast.Module, class_name: str) -> list[ast.ClassDef]:
+    """The autograd.Functions with a backward that ``class_name.forward`` applies itself."""
+    functions = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and _is_function(n)}
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name), None)
+    forward = _method(cls, "forward") if cls is not None else None
+    if forward is None:
+        return []
+    applied = []
+    for n in ast.walk(forward):
+        if (
+            isinstance(n, ast.Call)
+            and isinstance(n.func, ast.Attribute)
+            and n.func.attr == "apply"
+            and isinstance(n.func.value, ast.Name)
+            and n.func.value.id in functions
+            and functions[n.func.value.id] not in applied
+        ):
+            applied.append(functions[n.func.value.id])
+    return applied
+
+
+def has_backward(candidate: str, class_name: str) -> bool:
+    """Whether the candidate's ``forward`` applies an autograd.Function of its file with a backward:
+    then it brings its own gradients, and its suggestion takes the kernel path under training too."""
+    try:
+        tree = ast.parse(candidate)
+    except SyntaxError:
+        return False
+    return bool(_applied_functions(tree, class_name))
+
+
+def drop_backward(candidate: str, class_name: str) -> str:
+    """The candidate without the backward of the autograd.Functions its forward applies, nor the
+    top-level definitions only those backwards used (their kernels and launch helpers): what is
+    suggested when the backward is wrong (the forward is kept; training takes the original path)."""
+    tree = ast.parse(candidate)
+    lines = candidate.splitlines()
+    cut: list[tuple[int, int]] = []
+    unused: set[str] = set()  # names the removed code read
+    for fn in _applied_functions(tree, class_name):
+        for node in fn.body:
+            if isinstance(node, ast.FunctionDef) and node.name == "backward":
+                start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+                cut.append((start, node.end_lineno or node.lineno))
+                unused |= {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+    for start, end in sorted(cut, reverse=True):
+        del lines[start - 1 : end]
+    text = "\n".join(lines) + "\n"
+    while True:  # then whatever only they used, until nothing more goes
+        tree = ast.parse(text)
+        dead = next((n for n in tree.body if _only_for(n, tree, unused, class_name)), None)
+        if dead is None:
+            return re.sub(r"\n{4,}", "\n\n\n", re.sub(r"\n\s*\n(\s*\n)+(?=    \S)", "\n\n", text))
+        unused |= {n.id for n in ast.walk(dead) if isinstance(n, ast.Name)}
+        lines = text.splitlines()
+        start = min([dead.lineno, *(d.lineno for d in getattr(dead, "decorator_list", []))])
+        del lines[start - 1 : dead.end_lineno or dead.lineno]
+        text = "\n".join(lines) + "\n"
+
+
+def _loads(node: ast.AST) -> list[str]:
+    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
+
+
+def _only_for(node: ast.stmt, tree: ast.Module, unused: set[str], class_name: str) -> bool:
+    """Whether ``node`` is a top-level definition that removed code read and nothing else reads."""
+    if isinstance(node, ast.FunctionDef | ast.ClassDef):
+        names = {node.name}
+    elif isinstance(node, ast.Assign) and all(isinstance(t, ast.Name) for t in node.targets):
+        names = {t.id for t in node.targets}  # type: ignore[attr-defined]
+    else:
+        return False
+    if not names <= unused or class_name in names:
+        return False
+    everywhere, inside = _loads(tree), _loads(node)
+    return all(everywhere.count(name) == inside.count(name) for name in names)
 
 
 class _Rename(ast.NodeTransformer):
@@ -173,8 +283,9 @@ def _imports(tree: ast.Module) -> set[str]:
     return names
 
 
-def with_eager_path(candidate: str, original: str, class_name: str) -> str:
-    """``candidate`` with ``original``'s forward kept as the path for non-CUDA inputs."""
+def with_eager_path(candidate: str, original: str, class_name: str, backward: bool | None = None) -> str:
+    """``candidate`` with ``original``'s forward kept as the path for non-CUDA inputs, and for
+    training unless it brings its own backward (``backward``; None: :func:`has_backward`)."""
     try:
         cand_tree = ast.parse(candidate)
     except SyntaxError as exc:
@@ -201,7 +312,9 @@ def with_eager_path(candidate: str, original: str, class_name: str) -> str:
             continue
         seen.add(id(node))
         carried.append(_segment(orig_lines, node))
-    carried.append(_dispatch(orig_forward))
+    if backward is None:
+        backward = bool(_applied_functions(cand_tree, class_name))
+    carried.append(_dispatch(orig_forward, backward))
 
     lines = candidate.splitlines()
     indent = " " * cand_forward.col_offset

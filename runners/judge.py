@@ -22,6 +22,8 @@ What a runner says about itself is a claim; the verdict rests on these compariso
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import math
 import random
 import secrets
 import shutil
@@ -33,18 +35,36 @@ from typing import Any
 
 import torch
 
-from runners import buffers, inputs, sandbox
-from runners.protocol import Arg, Call, CallReply, ProtocolError, RunReply, RunRequest, TensorRef
+from runners import bench, buffers, inputs, sandbox
+from runners.protocol import (
+    Arg,
+    Call,
+    CallReply,
+    ProtocolError,
+    RunReply,
+    RunRequest,
+    TensorRef,
+    TimingPlan,
+    TimingReply,
+)
 from runners.tolerances import TOLERANCES
-from runners.verify import Errors, Mismatch, Reject, compare, uses_tf32_dot
+from runners.verify import Errors, Mismatch, Reject, compare, tolerance_key, uses_tf32_dot
 
 CANDIDATE_OUTPUTS = "judge-outputs.bin"
 REFERENCE_OUTPUTS = "reference-outputs.bin"
 # What the suggestion does when autograd records, once the judge has compared its gradients.
 TRAINING_ORIGINAL = "original path (no backward kernel yet)"
+TRAINING_TRITON = "Triton backward (gradients checked)"
+# A Triton backward that gave other gradients: the suggestion keeps the original path for training.
+TRAINING_BACKWARD_WRONG = "original path (the Triton backward was wrong: {reason})"
 TRAINING_UNCHECKED = "not checked (the generated code alone: no original path)"
 # Above this many input bytes per call, only the families that find the most bugs are planned.
 LARGE_CALL_BYTES = 256 * 2**20
+# The call the runners make with other weights (``Call.weights_seed``): nothing captured at the
+# first call survives it.
+OTHER_WEIGHTS = "normal, other weights"
+TIMING_SETS = 2  # input sets the timed calls alternate between (each call scaled afresh)
+TIMING_SIGMAS = 6.0  # an honest projection stays within this many standard deviations
 
 
 @dataclass
@@ -62,6 +82,12 @@ class Verdict:
     families: list[str] = field(default_factory=list)  # checked
     skipped: dict[str, str] = field(default_factory=dict)  # family -> why the original rules it out
     training_checked: bool = False
+    # Timing, once checked: eager and torch.compile from the reference runner, the candidate's own.
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    rechecked: bool = False
+    compile_error: str = ""
+    clock: dict[str, float] = field(default_factory=dict)  # the judge's own view of the timed span
+    untimed: str = ""  # why a candidate that passed was not timed
 
 
 # ---------------------------------------------------------------------------
@@ -168,6 +194,7 @@ def plan_families(
             False,
         ),
         ("strided views (non-contiguous)", _map_float(_draw(specs, s(), dtype), _strided), False),
+        (OTHER_WEIGHTS, _draw(specs, s(), dtype), False),
     ]
     per_call = sum(v.numel() * v.element_size() for v in first if isinstance(v, torch.Tensor))
     if per_call <= LARGE_CALL_BYTES:
@@ -214,6 +241,8 @@ class Judge:
         grad: bool,
         tolerance: dict[str, list[float]] | None = None,
         seed: int | None = None,
+        timing: bool = False,
+        compile_baseline: bool = False,
     ) -> None:
         self.device = device
         self.file, self.root, self.class_name, self.build = file, root, class_name, build
@@ -232,16 +261,36 @@ class Judge:
         random.Random(self.seed ^ 0x5F3759DF).shuffle(order)
         self.planned: list[Planned] = []
         rng = random.Random(self.seed + 1)
+        self._written: list[torch.Tensor] = []  # every tensor in the inputs file, in order
+        self.timing: TimingPlan | None = None
         with buffers.Writer(self.inputs_path) as writer:
+
+            def arg(v: Any) -> Arg:
+                if not isinstance(v, torch.Tensor):
+                    return Arg(value=v)
+                self._written.append(v)
+                return Arg(tensor=writer.add(v))
+
             for n, k in enumerate(order):
                 family, values, records = families[k]
-                args = tuple(
-                    Arg(tensor=writer.add(v)) if isinstance(v, torch.Tensor) else Arg(value=v) for v in values
+                call = Call(
+                    f"call {n}",
+                    tuple(arg(v) for v in values),
+                    grad=records,
+                    upstream_seed=rng.randrange(2**31),
+                    weights_seed=rng.randrange(2**31) if family == OTHER_WEIGHTS else None,
                 )
-                call = Call(f"call {n}", args, grad=records, upstream_seed=rng.randrange(2**31))
                 self.planned.append(Planned(family, call, values))
+            if timing:
+                sets = tuple(
+                    tuple(arg(v) for v in _draw(build["inputs"], rng.randrange(2**31), checked))
+                    for _ in range(TIMING_SETS)
+                )
+                self.timing = TimingPlan(sets=sets, seed=rng.randrange(2**31), compile=compile_baseline)
         self.inputs_path.chmod(0o444)
         self.inputs_sha256 = buffers.sha256_file(self.inputs_path)
+        self.reference_timing: TimingReply | None = None
+        self.reference_marks: list[tuple[str, float]] = []
         self.reference: dict[str, CallReply] = {}
         self._reference_blob: Any = b""
         self._candidates = 0
@@ -252,6 +301,14 @@ class Judge:
 
     def request(self, role: str, outputs_name: str) -> RunRequest:
         self._restore_inputs()
+        timing = self.timing
+        if timing is not None and role == "candidate":
+            ref = self.reference_timing
+            if ref is None or not ref.runs or "eager" not in ref.summaries:
+                timing = None  # no baseline to hold it to: untimed
+            else:  # the reference's number of calls; too good to believe: timed again
+                below = ref.summaries["eager"]["median_ms"] / bench.RECHECK_SPEEDUP
+                timing = dataclasses.replace(timing, runs=ref.runs, compile=False, recheck_below_ms=below)
         return RunRequest(
             role=role,
             device=self.device,
@@ -264,6 +321,7 @@ class Judge:
             calls=tuple(p.call for p in self.planned),
             dtype=self.dtype,
             outputs_name=outputs_name,
+            timing=timing,
         )
 
     def _restore_inputs(self) -> None:
@@ -276,10 +334,8 @@ class Judge:
             with contextlib.suppress(OSError):
                 self.inputs_path.unlink()
             with buffers.Writer(self.inputs_path) as writer:
-                for p in self.planned:
-                    for v in p.inputs:
-                        if isinstance(v, torch.Tensor):
-                            writer.add(v)
+                for v in self._written:
+                    writer.add(v)
             self.inputs_path.chmod(0o444)
 
     def run_reference(self, limits: sandbox.Limits, env: dict[str, str], python: str | None) -> str:
@@ -292,6 +348,7 @@ class Judge:
             python=python,
             collect=REFERENCE_OUTPUTS,
             collect_to=self.reference_path,
+            readable=[*sandbox.problem_paths(self.file, self.root), self.inputs_path],
         )
         return self.accept_reference(res)
 
@@ -309,6 +366,7 @@ class Judge:
             self.reference_error = reply.error
             return reply.error
         self.reference = {c.name: c for c in reply.calls}
+        self.reference_timing, self.reference_marks = reply.timing, list(res.marks)
         self._reference_blob = buffers.map_file(res.blob_path) if res.blob_path else res.blob
         return ""
 
@@ -319,11 +377,13 @@ class Judge:
         self._candidates += 1
         return self.dir / f"candidate-{self._candidates}.bin"
 
-    def check_file(self, payload: Any, path: Path | None, generated: str) -> Verdict:
+    def check_file(
+        self, payload: Any, path: Path | None, generated: str, marks: list[tuple[str, float]] | None = None
+    ) -> Verdict:
         """:meth:`check` on outputs collected into ``path`` (mapped, then removed)."""
         data = buffers.map_file(path)
         try:
-            return self.check(payload, data, generated)
+            return self.check(payload, data, generated, marks)
         finally:
             if not isinstance(data, bytes):
                 data.close()
@@ -334,11 +394,17 @@ class Judge:
     def _tensors(self, blob: Any, refs: tuple[TensorRef, ...]) -> list[torch.Tensor]:
         return [buffers.rebuild(blob, r, self.device) for r in refs]
 
-    def check(self, payload: Any, blob: Any, generated: str) -> Verdict:
-        """The verdict on a candidate from its runner's reply (``payload``) and output bytes."""
+    def check(
+        self, payload: Any, blob: Any, generated: str, marks: list[tuple[str, float]] | None = None
+    ) -> Verdict:
+        """The verdict on a candidate from its runner's reply (``payload``), output bytes and the
+        marks its sandbox timestamped (the judge's clock around its timing)."""
         try:
             reply = RunReply.from_dict(payload)
-            return self._check(reply, blob, uses_tf32_dot(generated) and self.device == "cuda")
+            tf32 = uses_tf32_dot(generated) and self.device == "cuda"
+            verdict = self._check(reply, blob, tf32)
+            self._check_timing(reply, marks or [], tf32, verdict)
+            return verdict
         except ProtocolError as exc:
             return Verdict("rejected", f"judge: the candidate runner's reply is malformed: {exc}")
         except Reject as exc:
@@ -448,10 +514,121 @@ class Judge:
             got = buffers.rebuild(blob, c, self.device)
             compare(got, want, native, f"{where}: gradient of {name}", tf32, self.device, self.table)
 
+    def _check_timing(
+        self, reply: RunReply, marks: list[tuple[str, float]], tf32: bool, verdict: Verdict
+    ) -> None:
+        """What was timed is what was checked, and the times agree with the judge's clock.
+
+        Every timed call's projection must match the reference's on the same fed inputs within
+        ``TIMING_SIGMAS`` standard deviations of an honest difference (an error within the L2 row
+        projects onto normal weights drawn independently of it with a standard deviation of at
+        most its norm). The times: between the
+        runner's ``timing start`` and ``timing end`` marks the judge's clock must have seen at least
+        what the runner claims, and no more than twice that plus the harness's own cost per
+        call (measured on the original's runner) and a twentieth of a millisecond."""
+        ref = self.reference_timing
+        if ref is not None:
+            verdict.compile_error = ref.compile_error
+        plan = self.timing
+        if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
+            return
+        got = reply.timing
+        if got is not None and got.error:
+            verdict.untimed = f"not timed: {got.error}"
+            return
+        if got is None or "candidate" not in got.summaries:
+            raise Reject("timing: the candidate's runner returned no timing")
+        total = ref.runs * plan.rounds
+        if got.runs != ref.runs or len(got.projections) != total:
+            raise Reject(
+                f"timing: the candidate's runner timed {len(got.projections)} calls, "
+                f"not the {total} asked for"
+            )
+        if got.flags_changed:
+            raise Reject(f"timing: the candidate changed global numeric settings ({got.flags_changed[:300]})")
+        out = self.reference.get(next((p.call.name for p in self.planned if p.family == "normal"), ""))
+        dtypes = {r.dtype for r in out.outputs} if out is not None else {"float32"}
+        rows = [self.table.get(tolerance_key(getattr(torch, d), tf32)) for d in dtypes]
+        atol, _rtol, l2 = max((r for r in rows if r), default=self.table[tolerance_key(torch.float32, tf32)])
+        for i in range(total):
+            pr, pc = ref.projections[i], got.projections[i]
+            if not math.isfinite(pr):
+                continue
+            # An honest error e (||e|| within twice the L2 row of ||ref||: the original's own
+            # rounding too) projects onto weights drawn independently of it as N(0, ||e||^2).
+            sd = 2 * l2 * math.sqrt(max(ref.quadratic[i], 0.0)) + 1e-2 * atol * math.sqrt(ref.weights_sq)
+            bound = TIMING_SIGMAS * sd + 1e-9 * abs(pr)
+            if not abs(pc - pr) <= bound:
+                raise Mismatch(
+                    f"timing: timed call {i + 1} of {total} gave other outputs than the original on the "
+                    f"same inputs (projection {pc:.6g}, the original's {pr:.6g}, allowed ±{bound:.3g}): "
+                    "what was timed is not what was checked"
+                )
+        cand = dict(got.summaries["candidate"])
+        calls = int(cand.pop("calls", total))
+        span, ref_span = _span(marks), _span(self.reference_marks)
+        if span is None:
+            raise Reject("timing: the candidate's runner marked no timed span: its times cannot be checked")
+        seen, overhead = clock_check(cand, calls, span, ref.summaries, ref_span)
+        verdict.clock = {
+            "span_s": round(span, 6),
+            "calls": calls,
+            "harness_ms_per_call": round(overhead * 1e3, 6),
+            "seen_ms_per_call": round(seen * 1e3, 6),
+        }
+        verdict.timings = {k: dict(v) for k, v in ref.summaries.items()} | {"candidate": cand}
+        verdict.rechecked = got.rechecked
+
     def close(self) -> None:
         if not isinstance(self._reference_blob, bytes):
             self._reference_blob.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def clock_check(
+    cand: dict[str, float],
+    calls: int,
+    span: float,
+    ref_summaries: dict[str, dict[str, float]],
+    ref_span: float | None,
+) -> tuple[float, float]:
+    """The judge's clock against a runner's claimed times: (seen s per call, harness s per call).
+
+    ``cand``: the candidate's summary (median and p10 in ms); ``calls``: how many calls it timed in
+    ``span`` seconds of the judge's clock. The harness's own cost per call (feeding inputs, the
+    flush, the projection) is what the reference runner's span held beyond its claimed busy time
+    (each summary's ``runs`` counts every sample it took, over all rounds). Raises Reject when the
+    claims add up to more than the clock saw, or the clock saw more than twice the claim plus
+    the harness and a twentieth of a millisecond."""
+    median, p10 = cand["median_ms"] / 1e3, cand["p10_ms"] / 1e3
+    if p10 * calls * 0.9 > span + 0.05:
+        raise Reject(
+            f"timing: the runner's times add up to at least {p10 * calls:.3f} s, but the judge's clock "
+            f"saw {span:.3f} s for those {calls} calls"
+        )
+    overhead = 0.0
+    if ref_span is not None:
+        ref_calls = sum(int(v["runs"]) for v in ref_summaries.values())
+        busy = sum(v["median_ms"] * v["runs"] for v in ref_summaries.values()) / 1e3
+        overhead = max(0.0, (ref_span - busy) / max(ref_calls, 1))
+    seen = span / calls - overhead
+    if seen > 2 * median + 5e-5:
+        raise Reject(
+            f"timing: the runner claims {median * 1e3:.4g} ms per call, but the judge's clock saw "
+            f"{seen * 1e3:.4g} ms per call ({calls} calls in {span:.3f} s, less {overhead * 1e3:.3g} ms "
+            "of harness per call measured on the original)"
+        )
+    return seen, overhead
+
+
+def _span(marks: list[tuple[str, float]]) -> float | None:
+    """From the first ``timing start`` to the last ``timing end`` (a runner's extra marks only
+    lengthen it), by the judge's clock."""
+    starts = [t for name, t in marks if name == "timing start"]
+    ends = [t for name, t in marks if name == "timing end"]
+    if not starts or not ends or max(ends) < min(starts):
+        return None
+    return max(ends) - min(starts)
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:

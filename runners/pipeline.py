@@ -8,6 +8,7 @@ sandbox, and pick the best. The CLI and the queue tasks both call this.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import shutil
 import tempfile
@@ -19,13 +20,15 @@ from typing import Any
 from runners import bench, sandbox
 from runners.apply import ApplyError, check_applied, unique_helpers
 from runners.discover import ModuleClass, find_modules
-from runners.fallback import FallbackError, with_eager_path
+from runners.fallback import FallbackError, drop_backward, has_backward, with_eager_path
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
 from runners.judge import (
     CANDIDATE_OUTPUTS,
     REFERENCE_OUTPUTS,
+    TRAINING_BACKWARD_WRONG,
     TRAINING_ORIGINAL,
+    TRAINING_TRITON,
     TRAINING_UNCHECKED,
     Judge,
     judging,
@@ -60,6 +63,9 @@ class Settings:
     dtype: str | None = None  # check in this dtype (floating parameters and inputs cast), else as built
     tolerance: dict[str, list[float]] | None = None  # tighter bounds by dtype key (never looser)
     seed: int | None = None  # the judge's input seed; None: drawn afresh for every run
+    # Time on the CPU too (the interpreter: the figures mean nothing). Only for tests of the timing
+    # protocol, which on a GPU runs as it does here.
+    time_on_cpu: bool = False
 
 
 def _quiet(_: str) -> None:
@@ -104,18 +110,24 @@ def describe_device(device: str) -> DeviceInfo:
 
 @contextlib.contextmanager
 def _cache_dirs(device: str) -> Iterator[dict[str, str]]:
-    """Per-run compiler caches: shared by this run's sandboxes, gone afterwards (no cross-PR poisoning)."""
-    root = tempfile.mkdtemp(prefix="kernelize-cache-")
-    env = {
-        "TRITON_CACHE_DIR": os.path.join(root, "triton"),
-        "TORCHINDUCTOR_CACHE_DIR": os.path.join(root, "inductor"),
-    }
+    """The sandboxes' environment for ``device``. No compiler cache is shared: each runner's Triton
+    and Inductor caches are its own, in its sandbox (runners/sandbox.py), so a cache poisoned by
+    one candidate never reaches the next."""
+    env: dict[str, str] = {}
     if device == "cpu":
         env.update(TRITON_INTERPRET="1", CUDA_VISIBLE_DEVICES="")
+    yield env
+
+
+def _share(inputs: Path, folder: Path) -> Path:
+    """The judge's inputs file, also in ``folder`` (a link: same bytes, no copy)."""
+    shared = folder / inputs.name
     try:
-        yield env
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+        os.link(inputs, shared)
+    except OSError:
+        shutil.copyfile(inputs, shared)
+        shared.chmod(0o444)
+    return shared
 
 
 def kernelize(
@@ -153,7 +165,6 @@ def kernelize(
         problem.build = build
         candidates = _collect(problem, generators, settings, report, progress)
         rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
-        sources = {(c.generator, c.id): c.source for c in candidates}
         for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
             if why is not None:
                 report.candidates.append(why)
@@ -163,12 +174,15 @@ def kernelize(
                 continue
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
             result = evaluate_candidate(problem, cand, prep, settings, env, judge)
+            result = _without_wrong_backward(problem, cand, result, prep, settings, env, judge)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
             progress(
                 f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
                 f"{result.status.value}{extra}"
             )
+    # After evaluating: a candidate whose backward was wrong is suggested without it.
+    sources = {(c.generator, c.id): c.source for c in candidates}
     choose_best(report, settings)
     best = report.best_candidate()
     if best is not None:
@@ -198,6 +212,8 @@ def _prepare(
     held_path = (
         Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelize-ref-"))) / REFERENCE_OUTPUTS
     )
+    # The judge writes its inputs once the runner is up: into a folder the sandbox can already read.
+    shared = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelize-inputs-")))
 
     def plan(prep: Any) -> dict[str, Any] | None:
         if not isinstance(prep, dict) or not prep.get("ok"):
@@ -216,10 +232,14 @@ def _prepare(
                 grad=settings.eager_path,
                 tolerance=settings.tolerance,
                 seed=settings.seed,
+                timing=settings.device == "cuda" or settings.time_on_cpu,
+                compile_baseline=settings.compile_baseline and settings.device == "cuda",
             )
         )
         held["judge"] = judge
-        return judge.request("reference", REFERENCE_OUTPUTS).to_dict()
+        request = judge.request("reference", REFERENCE_OUTPUTS).to_dict()
+        request["inputs_path"] = str(_share(judge.inputs_path, shared))
+        return request
 
     res = sandbox.run(
         "runners.runner:prepare_and_reference",
@@ -230,9 +250,12 @@ def _prepare(
         collect=REFERENCE_OUTPUTS,
         follow_up=plan,
         collect_to=held_path,
+        readable=[*sandbox.problem_paths(problem.file, problem.root), shared],
     )
     prep = held.get("prep")
     if prep is None:
+        if res.reason.startswith(sandbox.ISOLATION_UNAVAILABLE):  # nothing of the module ran
+            return {"ok": False, "reason": res.reason}, None
         return {"ok": False, "reason": f"the module itself failed: {res.reason}"}, None
     if not prep.get("ok"):
         return prep, None
@@ -305,6 +328,75 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
     return None
 
 
+def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bool) -> str:
+    """What the suggestion does when autograd records, once the judge has compared its gradients."""
+    if not checked:
+        return TRAINING_UNCHECKED
+    if settings.eager_path and has_backward(cand.generated or cand.source, problem.class_name):
+        return TRAINING_TRITON  # the dispatch takes the kernels, and so their backward, under training
+    return TRAINING_ORIGINAL
+
+
+def _backward_failed(result: CandidateResult) -> bool:
+    """Whether the judge found the candidate wrong on a call with autograd recording: its gradients
+    (``training (...)``) or the call itself (``judge, <family>, autograd recording, ...``)."""
+    if result.status is not Status.INCORRECT:
+        return False
+    reason = result.reason or ""
+    return reason.startswith("training (") or (
+        reason.startswith("judge, ") and "autograd recording" in reason.split(":", 1)[0]
+    )
+
+
+def _without_wrong_backward(
+    problem: Problem,
+    cand: Candidate,
+    result: CandidateResult,
+    prep: dict[str, Any],
+    settings: Settings,
+    env: dict[str, str],
+    judge: Judge,
+) -> CandidateResult:
+    """``result``, or, when only the candidate's own backward failed the judge, the verdict on the same
+    candidate without it (the original path under training). A wrong backward is never suggested: if
+    the candidate passes without it, ``cand`` becomes that code, and the report says why."""
+    generated = cand.generated
+    if not (settings.eager_path and generated and _backward_failed(result)):
+        return result
+    if not has_backward(generated, problem.class_name):
+        return result
+    if cand.without_backward:  # the generator's own code without the backward
+        plain = Candidate(cand.id, cand.generator, cand.without_backward, dict(cand.provenance))
+        if _normalize(plain, problem, True) is not None or plain.generated is None:
+            return result
+    else:  # the backward and what only it uses removed; the original path for training
+        plain = dataclasses.replace(cand, without_backward=None)
+        try:
+            plain.generated = drop_backward(generated, problem.class_name)
+            plain.source = with_eager_path(
+                plain.generated, problem.source, problem.class_name, backward=False
+            )
+            check_applied(
+                problem.source,
+                problem.module.lineno,
+                problem.module.end_lineno,
+                plain.source,
+                problem.class_name,
+            )
+        except (FallbackError, ApplyError, SyntaxError):
+            return result
+    if has_backward(plain.generated or "", problem.class_name):
+        return result
+    again = evaluate_candidate(problem, plain, prep, settings, env, judge)
+    if again.status is not Status.CORRECT:
+        return result
+    why = (result.reason or "").split("\n")[0]
+    again.training = TRAINING_BACKWARD_WRONG.format(reason=why if len(why) <= 160 else why[:157] + "...")
+    again.provenance = {**again.provenance, "backward_rejected": result.reason}
+    cand.source, cand.generated, cand.without_backward = plain.source, plain.generated, None
+    return again
+
+
 def evaluate_candidate(
     problem: Problem,
     cand: Candidate,
@@ -354,6 +446,7 @@ def evaluate_candidate(
             python=settings.python,
             collect=CANDIDATE_OUTPUTS,
             collect_to=judge.candidate_path(),
+            readable=[*sandbox.problem_paths(problem.file, problem.root), path, judge.inputs_path],
         )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]
@@ -372,14 +465,18 @@ def evaluate_candidate(
     except ValueError:
         result.status, result.reason = Status.REJECTED, "judge: the candidate's runner answered no status"
         return result
-    result.reason = str(p.get("reason", ""))
+    result.reason = sandbox.untrusted_text(p.get("reason", ""))
+    judged = None
     if result.status is Status.CORRECT:
         # The runner's "correct" is a claim; the judge's comparison is the verdict.
-        verdict = judge.check_file(p.get("judge_reply"), res.blob_path, cand.generated or cand.source)
+        verdict = judge.check_file(
+            p.get("judge_reply"), res.blob_path, cand.generated or cand.source, res.marks
+        )
         if verdict.status != "correct":
             result.status, result.reason = Status(verdict.status), verdict.reason
             return result
-        result.training = TRAINING_ORIGINAL if verdict.training_checked else TRAINING_UNCHECKED
+        judged = verdict
+        result.training = _training(problem, cand, settings, verdict.training_checked)
         # The errors shown are the judge's, not what the runner said of itself.
         result.max_abs_error, result.max_rel_error = verdict.errors.max_abs, verdict.errors.max_rel
         result.provenance = {
@@ -390,6 +487,7 @@ def evaluate_candidate(
                 "skipped": verdict.skipped,
                 "max_abs_error": verdict.errors.max_abs,
                 "max_rel_error": verdict.errors.max_rel,
+                **({"clock": verdict.clock} if verdict.clock else {}),
             },
         }
     if result.status is not Status.CORRECT:  # a failure the runner reported about itself
@@ -399,14 +497,22 @@ def evaluate_candidate(
     result.torch_ops_kept = p.get("torch_ops_kept", [])
     result.shapes_checked = p.get("shapes_checked", [])
     kept = [r for r in cand.provenance.get("rewrites", []) if "PyTorch" in r]
-    result.notes = [*p.get("notes", []), *kept]
+    notes = p.get("notes")
+    notes = notes if isinstance(notes, list) else []
+    result.notes = [*(sandbox.untrusted_text(n, 500) for n in notes[:20]), *kept]
     result.provenance = {**result.provenance, "sandbox": res.isolation}
-    timings = p.get("timings") or {}
-    result.timings = {k: Timing(**v) for k, v in timings.items() if isinstance(v, dict)}
-    if timings.get("rechecked"):
+    # Times only from the judge: eager and torch.compile from the reference runner, the candidate's
+    # once its timed outputs and its clock were checked.
+    timings: dict[str, Any] = judged.timings if judged is not None else {}
+    result.timings = {
+        k: Timing(v["median_ms"], v["p10_ms"], v["p90_ms"], int(v["runs"])) for k, v in timings.items()
+    }
+    if judged is not None and judged.untimed:
+        result.notes.append(judged.untimed)
+    if judged is not None and judged.rechecked:
         result.notes.append("over 10x: timed a second time, the slower figure kept")
-    if p.get("compile_error"):
-        result.provenance = {**result.provenance, "compile_error": p["compile_error"]}
+    if judged is not None and judged.compile_error:
+        result.provenance = {**result.provenance, "compile_error": judged.compile_error}
     _score(result, timings, settings.min_speedup)
     return result
 

@@ -101,6 +101,9 @@ class Call:
     args: tuple[Arg, ...]
     grad: bool = False
     upstream_seed: int = 0
+    # Other weights for this call: every floating parameter moved by draws from this seed
+    # (``runners.runner.set_weights``); None: the original's weights.
+    weights_seed: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -108,16 +111,102 @@ class Call:
             "args": [a.to_dict() for a in self.args],
             "grad": self.grad,
             "upstream_seed": self.upstream_seed,
+            "weights_seed": self.weights_seed,
         }
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Call:
+        seed = d.get("weights_seed")
         return cls(
             name=str(d["name"]),
             args=tuple(Arg.from_dict(a) for a in d["args"]),
             grad=bool(d.get("grad", False)),
             upstream_seed=int(d.get("upstream_seed", 0)),
+            weights_seed=None if seed is None else _int(seed),
         )
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How to time the module (CUDA only): on fresh inputs every call, chosen by the judge.
+
+    Call ``i`` of ``rounds * runs`` takes input set ``i % len(sets)`` copied into one buffer set
+    and scaled by a factor drawn from ``seed`` (outside the timed span): no two consecutive calls
+    see the same values in the same memory. After each call the runner records a projection of
+    its outputs on weights drawn from ``seed`` (the reference also their quadratic size), which
+    the judge compares call by call with the reference's: every timed output counts. ``runs`` 0:
+    the runner chooses (the reference, from its own estimate); a candidate gets the reference's.
+    ``recheck_below_ms``: a median below this (a tenth of eager's) is timed again, twice as long."""
+
+    sets: tuple[tuple[Arg, ...], ...]
+    seed: int
+    runs: int = 0
+    rounds: int = 3
+    compile: bool = False  # the reference also times torch.compile of the original
+    recheck_below_ms: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["sets"] = [[a.to_dict() for a in args] for args in self.sets]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TimingPlan:
+        if not isinstance(d, dict):
+            raise ProtocolError("a timing plan is not an object")
+        return cls(
+            sets=tuple(tuple(Arg.from_dict(a) for a in args) for args in d["sets"]),
+            seed=_int(d["seed"]),
+            runs=_int(d.get("runs", 0)),
+            rounds=_int(d.get("rounds", 3)),
+            compile=bool(d.get("compile", False)),
+            recheck_below_ms=float(d.get("recheck_below_ms", 0.0)),
+        )
+
+
+@dataclass(frozen=True)
+class TimingReply:
+    """What timing gave: per timed callable (``eager``, ``compile``, ``candidate``) its summary
+    (median, p10, p90 in ms, runs: claims), and for the module under test the projection of every
+    timed call's outputs (the reference adds their quadratic sizes, for the judge's bound)."""
+
+    summaries: dict[str, dict[str, float]]
+    runs: int
+    projections: tuple[float, ...] = ()
+    quadratic: tuple[float, ...] = ()  # reference: the outputs' squared norm per call
+    weights_sq: float = 0.0  # reference: sum of w^2 over the outputs
+    rechecked: bool = False
+    compile_error: str = ""
+    flags_changed: str = ""  # global numeric flags the module changed while loading or running
+    error: str = ""  # timing itself failed (out of memory, say): untimed, never called faster
+
+    def to_dict(self) -> dict[str, Any]:
+        d = dataclasses.asdict(self)
+        d["projections"], d["quadratic"] = list(self.projections), list(self.quadratic)
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Any) -> TimingReply:
+        if not isinstance(d, dict):
+            raise ProtocolError("a timing reply is not an object")
+        try:
+            summaries = {
+                str(k): {str(f): float(x) for f, x in dict(v).items()}
+                for k, v in dict(d["summaries"]).items()
+            }
+            return cls(
+                summaries=summaries,
+                runs=_int(d["runs"]),
+                projections=tuple(float(x) for x in d.get("projections", [])),
+                quadratic=tuple(float(x) for x in d.get("quadratic", [])),
+                weights_sq=float(d.get("weights_sq", 0.0)),
+                rechecked=bool(d.get("rechecked", False)),
+                compile_error=str(d.get("compile_error", "")),
+                flags_changed=str(d.get("flags_changed", "")),
+                error=str(d.get("error", ""))[:500],
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ProtocolError(f"a timing reply is malformed: {exc}") from None
 
 
 @dataclass(frozen=True)
@@ -187,11 +276,13 @@ class RunRequest:
     calls: tuple[Call, ...]
     dtype: str | None = None
     outputs_name: str = "outputs.bin"
+    timing: TimingPlan | None = None
     version: int = PROTOCOL_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["calls"] = [c.to_dict() for c in self.calls]
+        d["timing"] = self.timing.to_dict() if self.timing is not None else None
         return d
 
     @classmethod
@@ -201,6 +292,7 @@ class RunRequest:
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in fields}
         values["calls"] = tuple(Call.from_dict(c) for c in d["calls"])
+        values["timing"] = TimingPlan.from_dict(d["timing"]) if d.get("timing") is not None else None
         return cls(**values)
 
 
@@ -208,10 +300,16 @@ class RunRequest:
 class RunReply:
     calls: tuple[CallReply, ...]
     error: str = ""  # the module could not be built or loaded: no call ran
+    timing: TimingReply | None = None
     version: int = PROTOCOL_VERSION
 
     def to_dict(self) -> dict[str, Any]:
-        return {"version": self.version, "error": self.error, "calls": [c.to_dict() for c in self.calls]}
+        return {
+            "version": self.version,
+            "error": self.error,
+            "calls": [c.to_dict() for c in self.calls],
+            "timing": self.timing.to_dict() if self.timing is not None else None,
+        }
 
     @classmethod
     def from_dict(cls, d: Any) -> RunReply:
@@ -222,4 +320,7 @@ class RunReply:
         calls = d.get("calls", [])
         if not isinstance(calls, list):
             raise ProtocolError("the reply's calls are not a list")
-        return cls(calls=tuple(CallReply.from_dict(c) for c in calls), error=str(d.get("error", "")))
+        timing = TimingReply.from_dict(d["timing"]) if d.get("timing") is not None else None
+        return cls(
+            calls=tuple(CallReply.from_dict(c) for c in calls), error=str(d.get("error", "")), timing=timing
+        )

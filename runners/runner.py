@@ -9,13 +9,14 @@ nothing; the judge compares.
 
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from runners import buffers
-from runners.protocol import Call, CallReply, RunReply, RunRequest, TensorRef
+from runners import bench, buffers, sandbox
+from runners.protocol import Call, CallReply, RunReply, RunRequest, TensorRef, TimingPlan, TimingReply
 from runners.verify import Problem, describe_exc, flatten
 
 
@@ -29,6 +30,83 @@ def call_args(call: Call, data: Any, device: str) -> list[Any]:
     for a in call.args:
         out.append(buffers.rebuild(data, a.tensor, device) if a.tensor is not None else a.value)
     return out
+
+
+class Weights:
+    """The original's floating parameters (kept on the CPU) and, for a call that asks, other
+    weights drawn from its ``weights_seed``: each value scaled by ``1 + 0.25 z`` and moved by a
+    tenth of the tensor's mean magnitude times another normal draw, rounded to its dtype.
+
+    Both runners draw the same numbers (the CPU generator, seeded per parameter name) and load
+    them in place through ``state_dict`` (parameters and buffers alike), so a kernel that
+    captured the weights at its first call (a CUDA graph, a cached copy) answers with stale ones."""
+
+    def __init__(self, original: torch.nn.Module) -> None:
+        self.original = {
+            n: p.detach().to("cpu", copy=True)
+            for n, p in original.named_parameters()
+            if p.is_floating_point()
+        }
+        self.current: int | None = None
+
+    def drawn(self, seed: int) -> dict[str, torch.Tensor]:
+        out = {}
+        for name, p in sorted(self.original.items()):
+            digest = hashlib.sha256(f"{seed}:{name}".encode()).digest()
+            gen = torch.Generator().manual_seed(int.from_bytes(digest[:6], "little"))
+            z = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+            shift = torch.randn(p.shape, generator=gen, dtype=torch.float64)
+            base = p.double()
+            size = max(float(base.abs().mean()) if p.numel() else 0.0, 1e-3)
+            out[name] = (base * (1 + 0.25 * z) + 0.1 * size * shift).to(p.dtype)
+        return out
+
+    def load(self, seed: int | None, modules: list[tuple[torch.nn.Module, bool]]) -> None:
+        """Load the original's weights (None) or those drawn from ``seed`` into each module (the
+        second member: a float64 copy, which takes the same values in float64)."""
+        if seed == self.current:
+            return
+        values = self.original if seed is None else self.drawn(seed)
+        with torch.no_grad():
+            for module, as64 in modules:
+                state = module.state_dict()
+                for name, v in values.items():
+                    if name in state:
+                        state[name].copy_(v.double() if as64 else v)
+        self.current = seed
+
+
+NUMERIC_FLAGS = (
+    "torch.backends.cuda.matmul.allow_tf32",
+    "torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction",
+    "torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction",
+    "torch.backends.cudnn.allow_tf32",
+    "torch.backends.cudnn.deterministic",
+    "torch.backends.cudnn.benchmark",
+)
+
+
+def numeric_flags() -> dict[str, str]:
+    """The global settings that change what (or how fast) float arithmetic computes."""
+    flags: dict[str, str] = {
+        "float32 matmul precision": torch.get_float32_matmul_precision(),
+        "deterministic algorithms": str(torch.are_deterministic_algorithms_enabled()),
+    }
+    for path in NUMERIC_FLAGS:
+        owner, _, attr = path.rpartition(".")
+        obj: Any = torch
+        try:
+            for part in owner.split(".")[1:]:
+                obj = getattr(obj, part)
+            flags[path] = repr(getattr(obj, attr))
+        except (AttributeError, RuntimeError):
+            flags[path] = "unavailable"
+    return flags
+
+
+def flags_changed(before: dict[str, str]) -> str:
+    now = numeric_flags()
+    return "; ".join(f"{k}: {before[k]} -> {now.get(k)}" for k in before if now.get(k) != before[k])
 
 
 def upstream_for(outs: list[torch.Tensor], seed: int) -> list[torch.Tensor | None]:
@@ -104,11 +182,15 @@ def run_calls(
     writer: buffers.Writer,
     module64: torch.nn.Module | None = None,
     cast: Any = None,
+    weights: Weights | None = None,
 ) -> tuple[CallReply, ...]:
     """Every call in order; a call that raises is reported and the next one runs."""
     replies = []
+    modules = [(module, False)] + ([(module64, True)] if module64 is not None else [])
     for call in calls:
         try:
+            if weights is not None:
+                weights.load(call.weights_seed, modules)
             args = call_args(call, data, device)
             if cast is not None:
                 args = cast(args)
@@ -126,7 +208,38 @@ def run_calls(
             replies.append(CallReply(name=call.name, **got))
         except Exception as exc:
             replies.append(CallReply(name=call.name, error=describe_exc(exc, "raised")))
+    if weights is not None:
+        weights.load(None, modules)
     return tuple(replies)
+
+
+def timing_sets(plan: TimingPlan, data: Any, device: str, cast: Any = None) -> list[list[Any]]:
+    sets = []
+    for args in plan.sets:
+        values = [buffers.rebuild(data, a.tensor, device) if a.tensor is not None else a.value for a in args]
+        sets.append(cast(values) if cast is not None else values)
+    return sets
+
+
+def time_reference(
+    module: torch.nn.Module, plan: TimingPlan, data: Any, device: str, cast: Any
+) -> TimingReply:
+    sets = timing_sets(plan, data, device, cast)
+    compiled, compile_error = None, None
+    if plan.compile:
+        compiled, compile_error = bench.compile_baseline(module, sets[0])
+    got = bench.time_reference(module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark)
+    return TimingReply(**got, compile_error=compile_error or "")
+
+
+def time_candidate(
+    candidate: torch.nn.Module, plan: TimingPlan, data: Any, device: str, before: dict[str, str]
+) -> TimingReply:
+    sets = timing_sets(plan, data, device)
+    got = bench.time_candidate(
+        candidate, sets, plan.seed, plan.runs, plan.rounds, plan.recheck_below_ms, device, sandbox.mark
+    )
+    return TimingReply(**got, flags_changed=flags_changed(before))
 
 
 def reference(req: dict[str, Any]) -> dict[str, Any]:
@@ -147,9 +260,16 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
     except Exception as exc:
         return RunReply(calls=(), error=describe_exc(exc, "building the original")).to_dict()
     data = read_inputs(r.inputs_path)
+    weights = Weights(problem.module)
     with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
-        replies = run_calls(problem.module, r.calls, data, r.device, writer, module64, problem.cast)
-    return RunReply(calls=replies).to_dict()
+        replies = run_calls(problem.module, r.calls, data, r.device, writer, module64, problem.cast, weights)
+    timing = None
+    if r.timing is not None:
+        try:
+            timing = time_reference(problem.module, r.timing, data, r.device, problem.cast)
+        except Exception as exc:  # no baseline: the candidates go untimed, the checks stand
+            timing = TimingReply(summaries={}, runs=0, compile_error=describe_exc(exc, "timing the original"))
+    return RunReply(calls=replies, timing=timing).to_dict()
 
 
 def prepare_and_reference(req: dict[str, Any]) -> Any:

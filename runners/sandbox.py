@@ -1,46 +1,79 @@
-"""Run one evaluation in a fresh, isolated subprocess.
+"""Run one evaluation in a fresh bubblewrap sandbox; fail closed.
 
 The code under test comes from pull requests and from models: it may loop,
-abort, fault the GPU, eat memory, read secrets or phone home. Each evaluation
-therefore runs in its own process with:
+abort, fault the GPU, eat memory, fork, read secrets, phone home or try to
+leave something behind for the next evaluation. Each evaluation therefore
+runs as ``bwrap … python -I -B`` (bubblewrap, Debian's ``bubblewrap``) with:
 
-- a scrubbed environment (only ``ENV_ALLOW`` passes) and its own temp dir as
-  cwd, HOME and TMPDIR;
-- no network: a new network namespace where the OS allows it (inside a new
-  user namespace when it can, so the child also loses its capabilities over
-  the parent), and always an audit hook that refuses socket connections;
-- a wall-time limit that kills the whole process group, and a memory limit
-  (``RLIMIT_AS`` on CPU, an RSS watchdog everywhere: CUDA reserves too much
-  address space for ``RLIMIT_AS``);
-- results over a private pipe (length-prefixed JSON frames; a second pipe carries the
-  parent's one follow-up request to a target that asks for it); the child's own stdout/stderr are captured
-  and kept only as an untrusted tail for debugging.
+- its own user, pid, mount, network, ipc, uts and cgroup namespaces, no
+  capabilities and no further user namespaces: only its own processes are
+  in its ``/proc``, there is no network (not even loopback), and everything
+  it started dies with it (the pid namespace's init; ``--die-with-parent``,
+  ``--new-session``);
+- a read-only view of the system (``/usr`` and its links, a handful of
+  files from ``/etc``), of the interpreter (its prefixes and
+  site-packages), of the project's ``runners/`` package and of the paths
+  the caller names in ``readable`` (the problem's repository, a candidate
+  file, the judge's inputs), each at its own path so requests need no
+  rewriting; secret-looking files at the top of those folders (``.env``,
+  keys) are hidden;
+- one writable place, its working directory (a fresh temp dir, bound at its
+  own path, also HOME and TMPDIR, holding the private Triton and Inductor
+  caches), plus a small private ``/dev/shm``; no home directory; the parts
+  of its ``/proc`` that set the host kernel (``/proc/sys``, sysrq, IRQs)
+  read-only;
+- only the variables in ``ENV_ALLOW`` (bwrap itself is started with that
+  environment, so no process in the sandbox can read the parent's);
+- the GPU device nodes (``/dev/nvidia*``) and ``/sys`` only when the request
+  says ``"device": "cuda"``;
+- limits: wall time, memory (``RLIMIT_AS`` on CPU; everywhere a watchdog on
+  the whole sandbox's resident memory: CUDA reserves too much address space
+  for ``RLIMIT_AS``), processes (``RLIMIT_NPROC``, counted per sandbox by its
+  user namespace, and the same watchdog counting the sandbox's tasks: root
+  is exempt from ``RLIMIT_NPROC``), file size (``RLIMIT_FSIZE``) and no core
+  files;
+- results over a private pipe (length-prefixed JSON frames; a second pipe
+  carries the parent's one follow-up request to a target that asks for it);
+  the child's stdout/stderr go to a file outside the sandbox and are kept
+  only as an untrusted, length-capped tail.
 
-The parent marks itself non-dumpable, so a child running under the same uid
-cannot read its ``/proc/<pid>/environ`` or memory.
+When the sandbox cannot be set up (no bwrap, user namespaces refused, a
+container without the rights), the target never runs: the result is an
+``"error"`` whose reason starts with ``isolation unavailable:``.
+:func:`isolation_problem` checks this once up front (GPU workers at start,
+``kernelize run``). Only ``kernelize run --no-isolation`` switches the
+sandbox off (:func:`set_isolation`), for one's own code on one's own
+machine: a scrubbed environment, the audit hook and a process group are
+all that is left then. The bwrap executable is ``$KERNELIZE_BWRAP``
+(default ``bwrap`` on PATH).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import functools
+import glob
 import inspect
 import json
 import os
 import shutil
 import signal
+import stat
 import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+BWRAP_ENV = "KERNELIZE_BWRAP"
+ISOLATION_UNAVAILABLE = "isolation unavailable"
 
 # Variables a kernel evaluation may see. Everything else (tokens, database
 # URLs, cloud credentials) stays in the parent.
@@ -56,10 +89,32 @@ ENV_ALLOW = (
     "OMP_NUM_THREADS",
 )
 STDIO_TAIL_BYTES = 4000
+REASON_CHARS = 2000  # the longest reason a runner's own words may give (it is posted on the PR)
 _PR_SET_DUMPABLE = 4
-_CLONE_NEWUSER = 0x10000000
-_CLONE_NEWNET = 0x40000000
+SHM_MB = 256  # the sandbox's private /dev/shm (semaphores of multiprocessing pools), in memory
 
+# What of /etc the interpreter, the loader and a C compiler need; nothing else of it is visible.
+_ETC = (
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/nsswitch.conf",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/localtime",
+    "/etc/alternatives",  # /usr/bin/cc and friends on Debian
+)
+# The parts of a fresh /proc that set the host kernel, not the sandbox (sysctls, sysrq, IRQ and PCI
+# settings): read-only, as container runtimes keep them. bwrap covers them only when they look
+# writable to it, which misses a sandbox whose uid is the host's root: the kernel lets uid 0 write
+# sysctls such as kernel.core_pattern without any capability.
+_PROC_READ_ONLY = tuple(
+    f"/proc/{name}" for name in ("sys", "sysrq-trigger", "irq", "bus", "fs", "acpi", "scsi", "keys", "kcore")
+)
+# Names hidden at the top of each readable folder: a repository's own secrets stay out of reach.
+_SECRET_FILES = frozenset({".env", ".netrc", ".git-credentials", ".pgpass", ".pypirc", ".npmrc"})
+_SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx")
+_SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".config"})
 
 FollowUp = Callable[[Any], "dict[str, Any] | None"]
 
@@ -68,6 +123,10 @@ FollowUp = Callable[[Any], "dict[str, Any] | None"]
 class Limits:
     timeout_s: float = 300.0
     memory_mb: int = 8192
+    # Tasks (threads count) in the whole sandbox: torch starts a thread per core and Inductor a
+    # compile worker per core (up to 32), each with threads of its own.
+    processes: int = 4096
+    file_mb: int = 65536  # the largest file it may write: output buffers of KernelBench sizes are GiBs
 
 
 @dataclass
@@ -83,6 +142,31 @@ class SandboxResult:
     # its group were gone (b"" when it wrote none): the runner's output buffers.
     blob: bytes = b""
     blob_path: Path | None = None  # with collect_to: where the collected file now lies
+    # The child's marks (``mark``), each timestamped by this process's clock when it arrived, in
+    # seconds since the child started: the judge's clock around what the child says it did.
+    marks: list[tuple[str, float]] = field(default_factory=list)
+
+
+_isolate = True
+
+
+def set_isolation(enabled: bool) -> None:
+    """Switch the bubblewrap sandbox off (``kernelize run --no-isolation``) or back on.
+
+    Off, untrusted code can read every file this user can, reach the network and leave processes
+    behind. Workers refuse to run with it off (:func:`refusal`)."""
+    global _isolate
+    _isolate = enabled
+
+
+def isolating() -> bool:
+    return _isolate
+
+
+def untrusted_text(value: Any, limit: int = REASON_CHARS) -> str:
+    """Text a runner returned (a reason, a note): a string of at most ``limit`` characters."""
+    text = value if isinstance(value, str) else str(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def harden_parent() -> None:
@@ -96,7 +180,180 @@ def child_env(extra: dict[str, str], workdir: str) -> dict[str, str]:
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
     env.update(HOME=workdir, TMPDIR=workdir, PYTHONHASHSEED="0", PYTHONDONTWRITEBYTECODE="1")
     env.update(extra)
+    # Compiler caches are the runner's own: a cache poisoned by one candidate never reaches the next.
+    env.update(
+        TRITON_CACHE_DIR=os.path.join(workdir, ".triton"),
+        TORCHINDUCTOR_CACHE_DIR=os.path.join(workdir, ".inductor"),
+    )
     return env
+
+
+# ---------------------------------------------------------------------------
+# The bubblewrap command
+
+
+def bwrap_executable() -> str:
+    return os.environ.get(BWRAP_ENV) or "bwrap"
+
+
+@functools.cache
+def _interpreter_dirs(python: str) -> tuple[str, ...]:
+    """The folders ``python`` (run isolated, as in the sandbox) loads its standard library and
+    packages from: bound read-only. Asked of the interpreter itself (trusted: the operator's)."""
+    probe = (
+        "import json, site, sys; print(json.dumps([sys.prefix, sys.base_prefix, sys.exec_prefix, "
+        "sys.base_exec_prefix, *site.getsitepackages(), *[p for p in sys.path if p]]))"
+    )
+    dirs: list[str] = []
+    with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+        out = subprocess.run(
+            [python, "-I", "-c", probe], capture_output=True, text=True, timeout=60, check=True, env={}
+        ).stdout
+        dirs = [str(d) for d in json.loads(out)]
+    real = os.path.realpath(python)
+    dirs += [os.path.dirname(os.path.abspath(python)), os.path.dirname(os.path.dirname(real))]
+    return tuple(dirs)
+
+
+def _covering(paths: Sequence[str], *, system: bool) -> list[str]:
+    """Existing absolute paths, those inside another one dropped; never ``/``, and for the
+    ``system`` binds never the project's root (its ``.env``, its ``.git``) or a folder above it."""
+    project = str(PROJECT_ROOT)
+    keep: list[str] = []
+    for p in sorted({os.path.normpath(os.path.abspath(p)) for p in paths if p}):
+        if p == "/" or not os.path.exists(p):
+            continue
+        if system and (project == p or project.startswith(p.rstrip("/") + "/")):
+            continue
+        if any(p == k or p.startswith(k.rstrip("/") + "/") for k in keep):
+            continue
+        keep.append(p)
+    return keep
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+
+def _secret(name: str) -> bool:
+    return name in _SECRET_FILES or name.startswith(".env.") or name.endswith(_SECRET_SUFFIXES)
+
+
+def _masks(folder: str) -> list[str]:
+    """bwrap arguments hiding the secret-looking entries at the top of ``folder``."""
+    args: list[str] = []
+    with contextlib.suppress(OSError), os.scandir(folder) as entries:
+        for entry in entries:
+            path = os.path.join(folder, entry.name)
+            if entry.is_dir(follow_symlinks=False) and entry.name in _SECRET_DIRS:
+                args += ["--tmpfs", path, "--remount-ro", path]
+            elif not entry.is_dir() and _secret(entry.name):
+                args += ["--ro-bind", "/dev/null", path]
+    return args
+
+
+def problem_paths(file: str, root: str | None) -> list[str]:
+    """What a runner of the module in ``file`` reads: its repository (``root``), else its folder."""
+    return [root or os.path.dirname(os.path.abspath(file)), file]
+
+
+@functools.cache
+def _bwrap_options(bwrap: str) -> frozenset[str]:
+    """The options this bwrap knows (``--disable-userns`` came with 0.8, ``--size`` with 0.7)."""
+    try:
+        out = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, env={})
+    except (OSError, subprocess.SubprocessError):
+        return frozenset()
+    return frozenset(word for word in (out.stdout + out.stderr).split() if word.startswith("--"))
+
+
+def _compiler_dirs() -> list[str]:
+    """The C compiler Triton builds its launcher with, when ``$CC`` names one outside ``/usr``:
+    its whole installation (``/opt/gcc/bin/gcc`` needs ``/opt/gcc``'s headers and helpers)."""
+    cc = os.environ.get("CC", "")
+    found = shutil.which(cc) if cc else None
+    if not found:
+        return []
+    out: list[str] = []
+    for path in (os.path.abspath(found), os.path.realpath(found)):  # the link and what it names
+        bindir = os.path.dirname(path)
+        prefix = os.path.dirname(bindir) if os.path.basename(bindir) == "bin" else bindir
+        if prefix not in ("/", "/usr", *out):
+            out.append(prefix)
+    return out
+
+
+def bwrap_args(
+    workdir: str, python: str, readable: Sequence[str | Path], cuda: bool, bwrap: str = "bwrap"
+) -> list[str]:
+    """Everything between ``bwrap`` and the command (see the module docstring)."""
+    known = _bwrap_options(bwrap)
+    args = [
+        "--unshare-all",
+        "--unshare-user",
+        *(["--disable-userns"] if "--disable-userns" in known else []),
+        "--die-with-parent",
+        "--new-session",
+        "--cap-drop",
+        "ALL",
+        "--hostname",
+        "kernelize-sandbox",
+        "--ro-bind",
+        "/usr",
+        "/usr",
+    ]
+    for top in ("/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"):
+        if os.path.islink(top):
+            args += ["--symlink", os.readlink(top), top]
+        elif os.path.isdir(top):
+            args += ["--ro-bind", top, top]
+    for path in _ETC:
+        args += ["--ro-bind-try", path, path]
+    system = [*_interpreter_dirs(python), str(PROJECT_ROOT / "runners")]
+    for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
+        system += [p for p in os.environ.get(var, "").split(os.pathsep) if p.startswith("/")]
+    system += _compiler_dirs()
+    for path in _covering(system, system=True):
+        args += ["--ro-bind", path, path]
+    # Never a folder that holds the temp folder (every sandbox's and judge's files): only the files named.
+    shared_tmp = os.path.realpath(tempfile.gettempdir())
+    named = [str(p) for p in readable if not _inside(shared_tmp, os.path.realpath(p))]
+    for path in _covering(named, system=False):
+        args += ["--ro-bind", path, path]
+        if os.path.isdir(path):
+            args += _masks(path)
+    args += ["--proc", "/proc"]
+    for path in _PROC_READ_ONLY:  # its /proc is its own; these parts of it are the host kernel's
+        args += ["--ro-bind-try", path, path]
+    args += ["--dev", "/dev"]
+    args += [*(["--size", str(SHM_MB * 2**20)] if "--size" in known else []), "--tmpfs", "/dev/shm"]
+    if cuda:
+        for node in sorted(glob.glob("/dev/nvidia*")):
+            args += ["--dev-bind", node, node]
+        args += ["--ro-bind-try", "/sys", "/sys"]
+    else:
+        args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    args += ["--remount-ro", "/dev", "--bind", workdir, workdir, "--chdir", workdir, "--remount-ro", "/"]
+    return args
+
+
+ISOLATION = [
+    "bwrap",
+    "userns",
+    "pidns",
+    "netns",
+    "ipcns",
+    "no-caps",
+    "read-only-system",
+    "private-tmp",
+    "env-allow-list",
+    "rlimits",
+    "audit",
+]
+
+
+# ---------------------------------------------------------------------------
+# The parent
 
 
 def _rss_mb(pid: int) -> float:
@@ -107,12 +364,49 @@ def _rss_mb(pid: int) -> float:
         return 0.0
 
 
-def _tail(path: Path) -> str:
+def _pss_mb(pid: int) -> float:
+    """Proportional set size: pages shared between the sandbox's processes are counted once."""
     try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            fh.seek(max(0, fh.tell() - STDIO_TAIL_BYTES))
-            return fh.read().decode("utf-8", "replace")
+        with open(f"/proc/{pid}/smaps_rollup") as fh:
+            for line in fh:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return _rss_mb(pid)
+
+
+def _children(pid: int) -> tuple[list[int], int]:
+    """(child pids, task count) of process ``pid``, from ``/proc/<pid>/task/*/children``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return [], 0
+    kids: list[int] = []
+    for tid in tids:
+        with contextlib.suppress(OSError, ValueError), open(f"/proc/{pid}/task/{tid}/children") as fh:
+            kids += [int(k) for k in fh.read().split()]
+    return kids, len(tids)
+
+
+def _tree(root: int, most: int) -> tuple[list[int], int]:
+    """Every process under ``root`` (itself included) and their tasks; stops past ``most`` tasks."""
+    pids, tasks, todo = [], 0, [root]
+    while todo and tasks <= most:
+        pid = todo.pop()
+        kids, n = _children(pid)
+        pids.append(pid)
+        tasks += n
+        todo += kids
+    return pids, tasks
+
+
+def _tail(fh: BinaryIO) -> str:
+    """The end of the child's output, read from the parent's own handle (never by path)."""
+    try:
+        fh.seek(0, os.SEEK_END)
+        fh.seek(max(0, fh.tell() - STDIO_TAIL_BYTES))
+        return fh.read().decode("utf-8", "replace")
     except OSError:
         return ""
 
@@ -127,14 +421,16 @@ def _describe_signal(rc: int) -> str:
         "SIGABRT": " (aborted)",
         "SIGKILL": " (killed)",
         "SIGBUS": " (bus error)",
+        "SIGXFSZ": " (file size limit)",
     }.get(name, "")
     return f"{name}{hint}"
 
 
-# The child's first lines run before anything else is imported: isolate,
-# limit, then hand over to the target function.
+# The child's first lines run before anything else is imported: say it started (the sandbox is
+# up), limit, then hand over to the target function. argv: root, result fd, ask fd, ready fd.
 _BOOTSTRAP = (
-    "import sys; sys.path.insert(0, sys.argv[1]); from runners.sandbox import _child_main; _child_main()"
+    "import os, sys; os.write(int(sys.argv[4]), b'1'); os.close(int(sys.argv[4])); "
+    "sys.path.insert(0, sys.argv[1]); from runners.sandbox import _child_main; _child_main()"
 )
 
 
@@ -148,71 +444,196 @@ def run(
     collect: str | None = None,
     follow_up: FollowUp | None = None,
     collect_to: Path | None = None,
+    readable: Sequence[str | Path] = (),
 ) -> SandboxResult:
     """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox.
 
+    ``readable``: files and folders the target may read (bound read-only at their own paths): the
+    problem's file and repository, a candidate, the judge's inputs; the project's ``runners/``
+    and the interpreter are always readable.
     ``collect``: a file name in the sandbox's working directory to hand back as ``blob``, or, with
     ``collect_to``, to move there once the process is gone (no copy: outputs of several GiB).
     ``follow_up``: for a target written as a generator, which yields once midway (the judge's
     reference runner: first the module's build, then the runs on the judge's inputs), called with
     what it yielded; what it returns is sent back into the generator (None stops it)."""
+    return _run(target, request, limits, env, python, collect, follow_up, collect_to, readable, _isolate)
+
+
+def _run(
+    target: str,
+    request: dict[str, Any],
+    limits: Limits,
+    env: dict[str, str] | None,
+    python: str | None,
+    collect: str | None,
+    follow_up: FollowUp | None,
+    collect_to: Path | None,
+    readable: Sequence[str | Path],
+    isolate: bool,
+) -> SandboxResult:
     harden_parent()
+    python = python or sys.executable
+    start = time.monotonic()
+    bwrap = shutil.which(bwrap_executable()) if isolate else None
+    if isolate and bwrap is None:
+        return _unavailable(f"{bwrap_executable()} not found (install bubblewrap)", time.monotonic() - start)
     workdir = tempfile.mkdtemp(prefix="kernelize-sbx-")
     read_fd, write_fd = os.pipe()
     ask_read, ask_write = os.pipe()  # the parent's follow-up requests, to the child
-    out_path = Path(workdir) / ".stdio"
+    ready_read, ready_write = os.pipe()  # one byte once the sandbox is up and Python runs in it
     request_path = Path(workdir) / ".request.json"
     request_path.write_text(json.dumps({"target": target, "request": request, "limits": limits.__dict__}))
-    start = time.monotonic()
+    command = [python, "-I", "-B", "-c", _BOOTSTRAP, str(PROJECT_ROOT), str(write_fd), str(ask_read)]
+    command.append(str(ready_write))
+    cuda = request.get("device", "cpu") == "cuda"
+    isolation = ["none", "audit"]
+    if bwrap is not None:
+        command = [bwrap, *bwrap_args(workdir, python, readable, cuda, bwrap), "--", *command]
+        isolation = [*ISOLATION, *(["cuda-devices"] if cuda else [])]
     try:
-        with open(out_path, "wb") as out:
-            proc = subprocess.Popen(
-                [
-                    python or sys.executable,
-                    "-I",
-                    "-c",
-                    _BOOTSTRAP,
-                    str(PROJECT_ROOT),
-                    str(write_fd),
-                    str(ask_read),
-                ],
-                cwd=workdir,
-                env=child_env(env or {}, workdir),
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd, ask_read),
-                start_new_session=True,
+        with tempfile.TemporaryFile(prefix="kernelize-stdio-") as out:
+            try:
+                proc = subprocess.Popen(
+                    command,
+                    cwd=workdir,
+                    env=child_env(env or {}, workdir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_fd, ask_read, ready_write),
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                why = f"{command[0]}: {exc.strerror or exc}"
+                if not isolate:
+                    return SandboxResult("crashed", None, why, None, "", time.monotonic() - start, isolation)
+                return _unavailable(why, time.monotonic() - start)
+            finally:
+                for fd in (write_fd, ask_read, ready_write):
+                    os.close(fd)
+            frames: list[bytes | None] = []
+            marks: list[tuple[str, float]] = []
+            reader = threading.Thread(
+                target=_converse, args=(read_fd, ask_write, follow_up, frames, marks, start), daemon=True
             )
-        os.close(write_fd)
-        os.close(ask_read)
-        frames: list[bytes | None] = []
-        reader = threading.Thread(target=_converse, args=(read_fd, ask_write, follow_up, frames), daemon=True)
-        reader.start()
-        killed_for = _watch(proc, limits)
-        reader.join(timeout=5)
-        wall = time.monotonic() - start
-        tail = _tail(out_path)
+            reader.start()
+            killed_for = _watch(proc, limits, sandboxed=isolate)
+            reader.join(timeout=5)
+            wall = time.monotonic() - start
+            tail = _tail(out)
+        started = _read_ready(ready_read)
+        if not started and killed_for is None:  # the target never ran
+            why = _setup_failure(tail, proc.returncode, command[0])
+            if not isolate:
+                return SandboxResult("crashed", None, why, proc.returncode, tail, wall, isolation)
+            return _unavailable(why, wall, tail)
         final = frames[-1] if frames else b""
-        result = _result(proc.returncode, final, killed_for, limits, tail, wall)
+        result = _result(proc.returncode, final, killed_for, limits, tail, wall, isolation)
+        result.marks = marks
         if collect:
-            with contextlib.suppress(OSError):
-                if collect_to is not None:
-                    os.replace(Path(workdir) / collect, collect_to)
-                    result.blob_path = collect_to
-                else:
-                    result.blob = (Path(workdir) / collect).read_bytes()
+            _collect(Path(workdir) / collect, collect_to, result)
         return result
     finally:
-        for fd in (read_fd, ask_write):
+        for fd in (read_fd, ask_write, ready_read):
             with contextlib.suppress(OSError):
                 os.close(fd)
+        _remove(workdir)
+
+
+def _unavailable(why: str, wall: float, tail: str = "") -> SandboxResult:
+    reason = untrusted_text(f"{ISOLATION_UNAVAILABLE}: {why}", 500)
+    return SandboxResult("error", None, reason, None, tail, wall, [])
+
+
+def _read_ready(fd: int) -> bool:
+    os.set_blocking(fd, False)
+    try:
+        return os.read(fd, 1) == b"1"
+    except OSError:
+        return False
+
+
+def _setup_failure(tail: str, rc: int | None, executable: str) -> str:
+    """bwrap's own complaint ("bwrap: …") when it gave one, else what happened."""
+    lines = [line.strip() for line in tail.splitlines() if line.strip()]
+    said = [line for line in lines if line.startswith("bwrap:")]
+    if said:
+        return said[-1]
+    what = (
+        f"exited with code {rc}" if rc is not None and rc >= 0 else f"died from {_describe_signal(rc or 0)}"
+    )
+    last = f" ({lines[-1][:200]})" if lines else ""
+    return f"{os.path.basename(executable)} {what} before the sandbox started{last}"
+
+
+def _collect(path: Path, collect_to: Path | None, result: SandboxResult) -> None:
+    """Hand back the file the runner left: a plain file only (a link could point anywhere here)."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return
+    if not stat.S_ISREG(st.st_mode) or st.st_nlink != 1:
+        return
+    with contextlib.suppress(OSError):
+        if collect_to is not None:
+            os.replace(path, collect_to)
+            result.blob_path = collect_to
+        else:
+            result.blob = path.read_bytes()
+
+
+def _remove(workdir: str) -> None:
+    shutil.rmtree(workdir, ignore_errors=True)
+    if os.path.lexists(workdir):  # a runner that took the permissions off its own folders
+        for dirpath, dirnames, _ in os.walk(workdir):
+            for name in dirnames:
+                sub = os.path.join(dirpath, name)
+                if not os.path.islink(sub):
+                    with contextlib.suppress(OSError):
+                        os.chmod(sub, 0o700)
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+_PROBED: set[tuple[str, str, str]] = set()  # (bwrap, python, device) that passed the probe
+
+
+def isolation_problem(device: str = "cpu", python: str | None = None) -> str:
+    """'' when a sandbox can be set up here now, else why not, in one line (``isolation
+    unavailable: …``). Runs a trivial target in a real sandbox; a success is remembered."""
+    python = python or sys.executable
+    key = (bwrap_executable(), python, device)
+    if key in _PROBED:
+        return ""
+    probe = {"device": device}
+    res = _run("runners.sandbox:_probe", probe, Limits(60, 1024), None, python, None, None, None, (), True)
+    if res.outcome != "ok" or res.payload is None:
+        reason = res.reason or "the sandbox's probe failed"
+        if not reason.startswith(ISOLATION_UNAVAILABLE):
+            reason = f"{ISOLATION_UNAVAILABLE}: the sandbox's probe failed: {reason}"
+        return reason
+    p = res.payload
+    if p.get("pid", 99) > 8 or p.get("project_writable") or p.get("visible_pids", 99) > 8:
+        return f"{ISOLATION_UNAVAILABLE}: the sandbox's probe was not isolated ({json.dumps(p)[:200]})"
+    _PROBED.add(key)
+    return ""
+
+
+def refusal(device: str = "cpu") -> str:
+    """Why a worker must not take a task now ('' when it may): it runs untrusted code only isolated."""
+    if not _isolate:
+        return f"{ISOLATION_UNAVAILABLE}: the sandbox is switched off in this process"
+    return isolation_problem(device)
+
+
+def probe_device() -> str:
+    """The device a GPU host's probe binds: CUDA's device nodes when there are any."""
+    return "cuda" if glob.glob("/dev/nvidia*") else "cpu"
 
 
 # Frames on both pipes: an 8-byte little-endian length, then that many bytes of JSON.
 _FRAME = struct.Struct("<Q")
 _MAX_FRAME = 1 << 30
+_MAX_MARKS = 64
 
 
 def _send_frame(fd: int, data: bytes) -> None:
@@ -231,12 +652,20 @@ def _read_exact(fd: int, n: int) -> bytes | None:
     return buf
 
 
-def _converse(read_fd: int, ask_fd: int, follow_up: FollowUp | None, frames: list[bytes | None]) -> None:
+def _converse(
+    read_fd: int,
+    ask_fd: int,
+    follow_up: FollowUp | None,
+    frames: list[bytes | None],
+    marks: list[tuple[str, float]] | None = None,
+    start: float = 0.0,
+) -> None:
     """Read the child's frames; answer its one interim frame with ``follow_up``'s request.
 
     A final frame lands in ``frames``; anything that is not a whole frame lands as None (the
     channel was corrupted). The child gets at most one follow-up: a second interim frame, or
-    any when there is no ``follow_up``, is answered with an empty frame (stop)."""
+    any when there is no ``follow_up``, is answered with an empty frame (stop). Mark frames are
+    timestamped on arrival into ``marks`` (at most ``_MAX_MARKS``)."""
     asked = False
     try:
         while True:
@@ -248,6 +677,16 @@ def _converse(read_fd: int, ask_fd: int, follow_up: FollowUp | None, frames: lis
             if body is None:
                 frames.append(None)
                 return
+            if body.startswith(b'{"_mark"'):
+                now = time.monotonic() - start
+                try:
+                    name = str(json.loads(body)["_mark"])[:40]
+                except (ValueError, KeyError, TypeError):
+                    frames.append(None)
+                    return
+                if marks is not None and len(marks) < _MAX_MARKS:
+                    marks.append((name, now))
+                continue
             interim = None
             if body.startswith(b'{"_interim"'):
                 try:
@@ -269,41 +708,72 @@ def _converse(read_fd: int, ask_fd: int, follow_up: FollowUp | None, frames: lis
         return
 
 
-def _watch(proc: subprocess.Popen[bytes], limits: Limits) -> str | None:
-    """Wait for the child; kill its process group on timeout or memory. Returns why it was killed."""
+def _kill(proc: subprocess.Popen[bytes], sandboxed: bool) -> None:
+    """Kill everything the evaluation started. Sandboxed: the pid namespace's init (bwrap's child),
+    whose death takes every process in the namespace with it, then bwrap. Otherwise: the process
+    group and whatever is still found below the child (a ``setsid`` escapes both)."""
+    pids, _ = _tree(proc.pid, 1 << 20)
+    targets = pids[1:2] if sandboxed else pids[::-1]
+    for pid in [*targets, proc.pid]:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+    if not sandboxed:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _over_memory(pids: list[int], memory_mb: int) -> bool:
+    """Resident sizes count the pages forked processes share once per process: recount by PSS."""
+    return sum(_pss_mb(p) for p in pids) > memory_mb
+
+
+def _watch(proc: subprocess.Popen[bytes], limits: Limits, sandboxed: bool) -> str | None:
+    """Wait for the child; kill the sandbox on time, memory or processes. Returns why it was killed."""
     deadline = time.monotonic() + limits.timeout_s
     while True:
         try:
             proc.wait(timeout=0.05)
-            # Whatever the evaluation started dies with it: nothing outlives its sandbox.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            # Whatever the evaluation started dies with it: nothing outlives its sandbox (in a pid
+            # namespace, the init's exit already took them all).
+            if not sandboxed:
+                _kill(proc, sandboxed)
             return None
         except subprocess.TimeoutExpired:
             pass
         why = None
+        pids, tasks = _tree(proc.pid, limits.processes)
         if time.monotonic() > deadline:
             why = "timeout"
-        elif _rss_mb(proc.pid) > limits.memory_mb:
+        elif tasks > limits.processes:
+            why = "processes"
+        elif sum(_rss_mb(p) for p in pids) > limits.memory_mb and _over_memory(pids, limits.memory_mb):
             why = "memory"
         if why:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
+            _kill(proc, sandboxed)
             proc.wait()
             return why
 
 
 def _result(
-    rc: int, raw: bytes | None, killed_for: str | None, limits: Limits, tail: str, wall: float
+    rc: int,
+    raw: bytes | None,
+    killed_for: str | None,
+    limits: Limits,
+    tail: str,
+    wall: float,
+    isolation: list[str],
 ) -> SandboxResult:
     def res(outcome: str, reason: str, payload: dict[str, Any] | None = None) -> SandboxResult:
-        isolation = list(payload.pop("_isolation", [])) if payload else []
-        return SandboxResult(outcome, payload, reason, rc, tail, wall, isolation)
+        if payload:
+            payload.pop("_isolation", None)  # a claim of the child's: the parent knows what it set up
+        return SandboxResult(outcome, payload, reason, rc, tail, wall, list(isolation))
 
     if killed_for == "timeout":
         return res("timeout", f"exceeded the {limits.timeout_s:g} s time limit")
     if killed_for == "memory":
         return res("crashed", f"exceeded the {limits.memory_mb} MiB memory limit")
+    if killed_for == "processes":
+        return res("crashed", f"exceeded the limit of {limits.processes} processes and threads")
     payload: dict[str, Any] | None = None
     if raw is None:
         return res("crashed", "the evaluation's result channel was corrupted")
@@ -312,30 +782,23 @@ def _result(
             payload = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError):
             return res("crashed", "the evaluation's result channel was corrupted")
+        if not isinstance(payload, dict):
+            return res("crashed", "the evaluation's result channel was corrupted")
     if rc < 0:
+        return res("crashed", f"the process died from {_describe_signal(rc)}")
+    if rc > 128 and payload is None and "bwrap" in isolation:
+        # bwrap exits with 128 + the signal that killed the evaluation.
+        rc = -(rc - 128)
         return res("crashed", f"the process died from {_describe_signal(rc)}")
     if payload is None:
         return res("crashed", f"the process exited with code {rc} before reporting a result")
     if "_error" in payload:
-        return res("error", str(payload["_error"]), payload)
+        return res("error", untrusted_text(payload["_error"]), payload)
     return res("ok", "", payload)
 
 
 # ---------------------------------------------------------------------------
 # Inside the child
-
-
-def _isolate() -> list[str]:
-    """Cut the network and drop capabilities over the parent, as far as the OS allows."""
-    done = []
-    libc = ctypes.CDLL(None, use_errno=True)
-    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) == 0:
-        done += ["userns", "netns"]
-    elif libc.unshare(_CLONE_NEWNET) == 0:
-        done.append("netns")
-    sys.addaudithook(_deny_network)
-    done.append("audit")
-    return done
 
 
 _NET_EVENTS = {
@@ -355,25 +818,34 @@ def _deny_network(event: str, args: tuple[Any, ...]) -> None:
 def _apply_limits(limits: dict[str, Any], cpu_only: bool) -> None:
     import resource
 
+    def cap(which: int, value: int) -> None:
+        _, hard = resource.getrlimit(which)
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        resource.setrlimit(which, (value, value))
+
     if cpu_only:  # CUDA reserves far more address space than it uses
-        cap = int(limits["memory_mb"]) * 2**20
-        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        cap(resource.RLIMIT_AS, int(limits["memory_mb"]) * 2**20)
+    cap(resource.RLIMIT_CORE, 0)
+    # Counted per sandbox: the user namespace is the sandbox's own (root is exempt: the parent's
+    # watchdog counts for it).
+    cap(resource.RLIMIT_NPROC, int(limits.get("processes", Limits.processes)))
+    cap(resource.RLIMIT_FSIZE, int(limits.get("file_mb", Limits.file_mb)) * 2**20)
 
 
 def _child_main() -> None:
     import importlib
     import traceback
 
+    global _RESULTS
     fd = int(sys.argv[2])
-    isolation = _isolate()
+    sys.addaudithook(_deny_network)
     with open(".request.json") as fh:
         spec = json.load(fh)
     os.remove(".request.json")
     request = spec["request"]
     _apply_limits(spec["limits"], cpu_only=request.get("device", "cpu") == "cpu")
     module_name, _, func_name = spec["target"].partition(":")
-    out = os.fdopen(fd, "wb")
+    out = _RESULTS = os.fdopen(fd, "wb")
     try:
         func = getattr(importlib.import_module(module_name), func_name)
         payload = func(request)
@@ -384,11 +856,19 @@ def _child_main() -> None:
     except BaseException as exc:  # report, never hang: the parent decides what it means
         last = traceback.format_exception_only(type(exc), exc)[-1].strip()
         payload = {"_error": f"evaluation failed: {last}"}
-    payload["_isolation"] = isolation
     with out:
         _write_frame(out, json.dumps(payload, default=str).encode("utf-8"))
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: CUDA and Triton atexit hooks can hang or crash
+
+
+_RESULTS: Any = None  # the child's result pipe, once open
+
+
+def mark(name: str) -> None:
+    """In a sandboxed child: tell the parent, which timestamps it on arrival (no-op elsewhere)."""
+    if _RESULTS is not None:
+        _write_frame(_RESULTS, json.dumps({"_mark": name}).encode("utf-8"))
 
 
 def _write_frame(out: Any, data: bytes) -> None:
@@ -414,3 +894,16 @@ def _run_generator(gen: Any, out: Any, ask_fd: int) -> Any:
 def echo(request: dict[str, Any]) -> dict[str, Any]:
     """The cheapest target: measures the sandbox's own cost (no torch import)."""
     return {"echo": request, "pid": os.getpid()}
+
+
+def _probe(request: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`isolation_problem` checks from inside: a pid namespace, a read-only project."""
+    try:
+        with open(PROJECT_ROOT / "runners" / ".kernelize-probe", "w"):
+            pass
+        os.remove(PROJECT_ROOT / "runners" / ".kernelize-probe")
+        writable = True
+    except OSError:
+        writable = False
+    visible = sum(1 for name in os.listdir("/proc") if name.isdigit())
+    return {"pid": os.getpid(), "project_writable": writable, "visible_pids": visible}

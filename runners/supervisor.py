@@ -15,6 +15,9 @@ replaced by the child's GPU index (its Celery node name, ``gpu0@host``).
 - ``--health-port``: ``GET /healthz`` (200 when every child is running, else 503, with each child's
   state as JSON) and ``GET /metrics`` (Prometheus: the children's task metrics and the supervisor's
   own), on 0.0.0.0.
+- ``--check-isolation`` (what ``kernelize worker --gpus`` does): no child starts while the sandbox
+  cannot be set up on this host (runners/sandbox.py); ``/healthz`` says why (503, ``isolation``)
+  and the check is repeated every 30 s, so a fixed host starts its workers without a restart.
 
 Imports neither Celery nor torch: the supervisor only starts, watches and stops processes.
 """
@@ -45,6 +48,7 @@ BACKOFF_FIRST_S = 1.0
 BACKOFF_MAX_S = 60.0
 STABLE_AFTER_S = 60.0  # a child that ran this long failed for a new reason: its backoff starts over
 POLL_S = 0.2
+RECHECK_S = 30.0  # how often a host that cannot isolate is checked again
 
 
 class GpuListError(ValueError):
@@ -98,6 +102,9 @@ class Supervisor:
     command: Sequence[str]  # "{gpu}" is replaced by each child's GPU index
     env: dict[str, str] = field(default_factory=lambda: dict(os.environ))
     metrics_dir: str | None = None  # the children's Prometheus multiprocess folder
+    # '' when untrusted code can be isolated here, else why not: no child starts until it says ''.
+    check: Callable[[], str] | None = None
+    isolation: str = field(default="", init=False)
     children: list[Child] = field(init=False)
     signals: int = field(default=0, init=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False)
@@ -149,9 +156,17 @@ class Supervisor:
         """Start the children and watch them until a signal stops everything; 0 when all stopped cleanly."""
         previous = {s: signal.signal(s, self._on_signal) for s in (signal.SIGTERM, signal.SIGINT)}
         forwarded, codes = 0, []
+        checked_at: float | None = None
         try:
             while True:
                 now = time.monotonic()
+                if (
+                    self.check is not None
+                    and not forwarded
+                    and (checked_at is None or (self.isolation and now - checked_at >= RECHECK_S))
+                ):
+                    self._check_isolation()
+                    checked_at = now
                 with self._lock:
                     if self.signals > forwarded:
                         forwarded = self.signals
@@ -164,7 +179,11 @@ class Supervisor:
                                 child.last_exit, child.proc = child.proc.returncode, None
                             else:
                                 self._reap(child, now)
-                        elif child.proc is None and now >= child.start_after and not forwarded:
+                        elif (
+                            child.proc is None
+                            and now >= child.start_after
+                            and not (forwarded or self.isolation)
+                        ):
                             self._start(child)
                     if forwarded and not any(c.running() for c in self.children):
                         return 0 if all(code == 0 for code in codes) else 1
@@ -172,6 +191,16 @@ class Supervisor:
         finally:
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
+
+    def _check_isolation(self) -> None:
+        assert self.check is not None
+        why = self.check()
+        if why and why != self.isolation:
+            log.error("no worker starts: %s", why)
+        elif self.isolation and not why:
+            log.info("the sandbox works now: starting the workers")
+        with self._lock:
+            self.isolation = why
 
     def health(self) -> dict[str, Any]:
         now = time.monotonic()
@@ -187,7 +216,11 @@ class Supervisor:
                 }
                 for c in self.children
             ]
-        return {"ok": all(w["up"] for w in workers) and not self.signals, "workers": workers}
+        state: dict[str, Any] = {"ok": all(w["up"] for w in workers) and not self.signals, "workers": workers}
+        if self.check is not None:
+            state["ok"] = state["ok"] and not self.isolation
+            state["isolation"] = self.isolation or "ok"
+        return state
 
 
 def _mark_dead(pid: int, metrics_dir: str) -> None:
@@ -245,10 +278,12 @@ def supervise(
     *,
     health_port: int | None = None,
     on_ready: Callable[[Supervisor], None] | None = None,
+    check: Callable[[], str] | None = None,
 ) -> int:
-    """Run one ``command`` per GPU until SIGTERM/SIGINT; the children's metrics go to a private folder."""
+    """Run one ``command`` per GPU until SIGTERM/SIGINT; the children's metrics go to a private folder.
+    ``check``: '' when the children may start, else why not (see ``--check-isolation``)."""
     metrics_dir = tempfile.mkdtemp(prefix="kernelize-metrics-")
-    supervisor = Supervisor(gpus, command, metrics_dir=metrics_dir)
+    supervisor = Supervisor(gpus, command, metrics_dir=metrics_dir, check=check)
     server = serve_health(supervisor, health_port) if health_port else None
     try:
         if on_ready is not None:
@@ -265,6 +300,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m runners.supervisor", description=__doc__.splitlines()[0])
     parser.add_argument("--gpus", required=True, help="comma-separated GPU indices, e.g. 0,1")
     parser.add_argument("--health-port", type=int, default=None, help="serve /healthz and /metrics here")
+    parser.add_argument(
+        "--check-isolation", action="store_true", help="start no child while the sandbox cannot be set up"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND... ({gpu}: the GPU index)")
     args = parser.parse_args(argv)
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -279,7 +317,16 @@ def main(argv: list[str] | None = None) -> int:
     from runners.observability import configure_logging
 
     configure_logging()
-    return supervise(gpus, command, health_port=args.health_port)
+    return supervise(
+        gpus, command, health_port=args.health_port, check=isolation_check if args.check_isolation else None
+    )
+
+
+def isolation_check() -> str:
+    """'' when this host can sandbox untrusted code (bwrap; the GPU's device nodes), else why not."""
+    from runners import sandbox  # the standard library only: no torch, no Celery
+
+    return sandbox.refusal(sandbox.probe_device())
 
 
 if __name__ == "__main__":

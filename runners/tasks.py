@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from runners import pipeline
+from runners import pipeline, sandbox
 from runners.bundle import BundleError, unpack
 from runners.discover import DiscoveryError
 from runners.generators import GeneratorError, default_portfolio, make_generator
@@ -24,6 +24,7 @@ from runners.inputs import ConfigError, ModuleEntry, parse_module_entry
 from runners.results import CandidateResult, ModuleReport, Status, to_dict
 
 KERNELIZE_MODULE = "kernelize.kernelize_module"
+REFUSED = "this GPU worker runs no code from pull requests without its sandbox (docs/self-hosting.md)"
 
 
 def worker_options(device: str) -> dict[str, Any]:
@@ -62,6 +63,9 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
     rel_path, class_name = request["rel_path"], request["class_name"]
     target = f"{rel_path}::{class_name}"
     device = _device(request.get("device", "auto"))
+    refused = sandbox.refusal(device)
+    if refused:  # the pull request's code runs only in a sandbox: none here, so none of it runs
+        return _skipped(device, target, rel_path, class_name, f"{refused}; {REFUSED}")
     settings = pipeline.Settings(
         device=device,
         timeout_s=float(request.get("timeout_s", 300)),

@@ -900,6 +900,9 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         raise Reject(f"check 6 (static screen): {problem_screen}")
     tf32 = device == "cuda" and uses_tf32_dot(req.get("generated") or source)
 
+    from runners.runner import numeric_flags
+
+    flags = numeric_flags()  # before the candidate loads: checked unchanged after its timing
     settle_torch_patches()
     _install_triton_counter()
     _install_thread_watch(req["candidate"])
@@ -991,30 +994,32 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         _check_eager_path(cls, problem, req)
         _integrity(before, "the CPU path")
 
-    if device == "cuda" and req.get("time", True):
-        args = problem.example_inputs(0)
-        compiled, result["compile_error"] = (
-            bench.compile_baseline(problem.module, args) if req.get("compile", True) else (None, None)
-        )
-        result["timings"] = bench.time_all(problem.module, compiled, cand, args)
-        _integrity(before, "timing")
-
-    # After timing: the same inputs again must still give the right answer.
+    # After the other checks: the same inputs again must still give the right answer.
     args = problem.example_inputs(0)
-    got = check(args, f"re-check after {'timing' if device == 'cuda' else 'the other checks'}")
+    got = check(args, "re-check after the other checks")
     held.clear()
     if req.get("judge"):
         # The judge's calls: outputs, inputs afterwards and gradients go back as bytes; the judge
         # (another process, which never imports this code) compares them and decides.
         from runners import buffers, runner
         from runners.judge import CANDIDATE_OUTPUTS
-        from runners.protocol import RunReply, RunRequest
+        from runners.protocol import RunReply, RunRequest, TimingReply
 
         judged = RunRequest.from_dict(req["judge"])
         data = runner.read_inputs(judged.inputs_path)
+        weights = runner.Weights(problem.module)
         with buffers.Writer(Path.cwd() / CANDIDATE_OUTPUTS) as writer:
-            replies = runner.run_calls(cand, judged.calls, data, device, writer)
-        result["judge_reply"] = RunReply(calls=replies).to_dict()
+            replies = runner.run_calls(cand, judged.calls, data, device, writer, weights=weights)
+        timing = None
+        if judged.timing is not None:
+            # Timed on the judge's fed sequence; the judge checks every timed call's outputs (by
+            # projection) and the times against its own clock.
+            try:
+                timing = runner.time_candidate(cand, judged.timing, data, device, flags)
+            except Exception as exc:  # untimed (so never "faster"); the checks above stand
+                timing = TimingReply(summaries={}, runs=0, error=describe_exc(exc, "timing raised"))
+            _integrity(before, "timing")
+        result["judge_reply"] = RunReply(calls=replies, timing=timing).to_dict()
     result["status"] = "correct"
     result["reason"] = ""
 

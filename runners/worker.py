@@ -5,7 +5,8 @@ It reads only what it needs from its environment (``KERNELIZE_BROKER_URL``,
 runners/tasks.py): no webhook secret, no GitHub key, no database password.
 One task at a time, acknowledged late, so a task on a worker that dies is
 delivered again. ``--warm kernelllm`` loads the model before the first task
-is taken, so the first pull request does not wait for it.
+is taken, so the first pull request does not wait for it. A worker whose
+sandbox cannot be set up (runners/sandbox.py) exits at once with the reason.
 ``kernelize worker --queues gpu --gpus 0,1`` runs one of these per GPU
 (runners/supervisor.py).
 """
@@ -18,7 +19,7 @@ import os
 import sys
 from typing import Any
 
-from runners import observability, tasks
+from runners import observability, sandbox, tasks
 from runners.celery_app import GPU_QUEUE, make_celery
 from runners.generators import GeneratorError
 
@@ -61,6 +62,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     observability.configure_logging()
+    refused = sandbox.refusal(sandbox.probe_device())
+    if refused:  # a worker that cannot isolate takes no task
+        print(f"kernelize: error: {refused}; {tasks.REFUSED}", file=sys.stderr)
+        return 2
     try:
         warm(args.warm)
     except GeneratorError as exc:

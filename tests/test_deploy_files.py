@@ -131,6 +131,7 @@ def test_the_two_images() -> None:
     gpu = " ".join(stages["gpu-worker"])
     assert "cuda" in stages["gpu-worker"][0] and ".[llm,worker]" in gpu
     assert '"--gpus"' in gpu and '"--queues", "gpu"' in gpu
+    assert "apt-get install -y --no-install-recommends bubblewrap" in gpu  # the sandbox (runners/sandbox.py)
     # The web image's requirements are computed from pyproject.toml: the extras it names exist.
     extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
     assert {"web", "llm", "worker"} <= set(extras)
@@ -155,6 +156,9 @@ def test_compose_services_and_what_each_can_reach() -> None:
     assert "secrets" not in gpu and "env_file" not in gpu
     assert gpu["deploy"]["resources"]["reservations"]["devices"][0]["capabilities"] == ["gpu"]
     assert "--gpus" in gpu["command"] and "--health-port" in gpu["command"]
+    # bubblewrap's namespaces and /proc inside the container; no capability, never privileged.
+    assert set(gpu["security_opt"]) == {"seccomp=unconfined", "apparmor=unconfined", "systempaths=unconfined"}
+    assert "cap_add" not in gpu and not gpu.get("privileged")
     # Only the github worker holds the App's key; only the web process the webhook secret.
     holders = {name for name, s in services.items() if "secrets" in s}
     assert holders == {"github-worker"}

@@ -38,6 +38,9 @@ class Candidate:
     provenance: dict[str, Any] = field(default_factory=dict)
     error: str | None = None  # set when the generator already knows the candidate is unusable
     generated: str | None = None  # the generated code alone, once ``source`` wraps it for suggesting
+    # The same candidate without its backward (a generator that writes both): what is suggested
+    # instead when the backward's gradients are wrong.
+    without_backward: str | None = None
 
     @property
     def sha256(self) -> str:

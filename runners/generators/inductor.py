@@ -39,9 +39,6 @@ from __future__ import annotations
 import ast
 import builtins
 import json
-import os
-import shutil
-import tempfile
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -461,7 +458,8 @@ class InductorGenerator:
         self.dtype = dtype
 
     def capture(self, problem: Problem) -> dict[str, Any]:
-        """Inductor's output for ``problem``, compiled in a sandbox with fresh compiler caches."""
+        """Inductor's output for ``problem``, compiled in a sandbox with fresh compiler caches (the
+        sandbox's own)."""
         req = {
             "device": "cuda",  # the sandbox then limits memory by RSS: CUDA reserves too much address space
             "file": problem.file,
@@ -470,15 +468,8 @@ class InductorGenerator:
             "build": problem.build,
             "dtype": self.dtype,
         }
-        cache = tempfile.mkdtemp(prefix="kernelize-inductor-")
-        env = {
-            "TORCHINDUCTOR_CACHE_DIR": os.path.join(cache, "inductor"),
-            "TRITON_CACHE_DIR": os.path.join(cache, "triton"),
-        }
-        try:
-            res = sandbox.run("runners.inductor_capture:capture", req, CAPTURE_LIMITS, env=env)
-        finally:
-            shutil.rmtree(cache, ignore_errors=True)
+        readable = sandbox.problem_paths(problem.file, problem.root)
+        res = sandbox.run("runners.inductor_capture:capture", req, CAPTURE_LIMITS, readable=readable)
         if res.outcome != "ok" or res.payload is None:
             last = res.stdout_tail.strip().splitlines()[-1:] if res.stdout_tail else []
             detail = f" ({last[0][:300]})" if last else ""

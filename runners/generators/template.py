@@ -42,6 +42,17 @@ no environment variables: the static screen forbids it. Reductions over other
 dimensions, several kernels per module, views and reshapes, per-row tensors
 other than reductions, and matrix products are future work.
 
+Each kernel whose output has a gradient also gets a **backward** kernel: it recomputes the
+forward's values (row by row for row kernels, one program walking every ``n_programs``-th row) and
+applies the chain rule to the kernel's own statements (``runners/generators/autodiff.py``), writing
+input gradients elementwise and summing parameter gradients over rows (in registers, one partial row
+per program, added up by torch; per element for pointwise kernels). A
+``torch.autograd.Function`` launches both kernels, saving only the tensors it was given; the
+class's ``forward`` applies it. A kernel with an op that has no derivative rule, or a boolean
+output, gets the forward alone. The candidate also carries its code without the backward
+(``Candidate.without_backward``): what is suggested if the judge finds its gradients wrong. The
+backward launch is not tuned yet.
+
 Anything outside these patterns raises ``GeneratorError`` naming the first
 unsupported op and its node, e.g. ``template: unsupported op torch.matmul
 (node 'matmul')``.
@@ -51,6 +62,7 @@ from __future__ import annotations
 
 import ast
 import builtins
+import dataclasses
 import json
 import math
 import textwrap
@@ -59,6 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners import sandbox
+from runners.generators import autodiff
 from runners.generators.base import Candidate, GeneratorError, Problem
 from runners.normalize import ALLOWED_IMPORTS
 
@@ -239,7 +252,7 @@ def _tanh(x):
 # Names the kernels and forward use for themselves.
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
-    _tanh""".split()
+    _tanh n_rows n_programs row_index d_out d_out_ptr""".split()
 )
 _FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "kernel", "grid", "config")
 
@@ -302,6 +315,7 @@ class Kernel:
     tags: list[str] = field(default_factory=list)  # what it does, for its name
     output: Value | None = None
     uses_tanh: bool = False
+    names: set[str] = field(default_factory=set)  # every kernel name taken (the backward's are fresh)
 
     @property
     def rows(self) -> bool:
@@ -422,6 +436,7 @@ class _Builder:
                 self._output(node)
             else:
                 self.values[node["name"]] = self._call(node, target)
+        self.kernel.names = set(self.taken)
         return self.kernel
 
     def _live(self) -> set[str]:
@@ -1236,6 +1251,36 @@ def _masked(kernel: Kernel) -> tuple[dict[str, str], set[int]]:
     return others, plain
 
 
+def _split_lines(kernel: Kernel, row: str) -> list[str]:
+    """Where the second half of a split input starts (unindented); none without one."""
+    if not kernel.split:
+        return []
+    return [
+        "# A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
+        f"split_offsets = offsets + {row} * n_cols",
+    ]
+
+
+def _load_and_compute(kernel: Kernel) -> list[str]:
+    """The kernel's loads and statements, unindented: the forward kernel and its backward share them."""
+    lines = []
+    others, plain = _masked(kernel)
+    for load in kernel.loads:
+        where = "offsets" if load.kind == FULL else "cols"
+        if load.half is not None:
+            where = "split_offsets + n_cols" if load.half else "split_offsets"
+        text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
+        lines.append(f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
+    for i, stmt in enumerate(kernel.body):
+        if isinstance(stmt, Reduce):
+            fn, neutral = _REDUCE[stmt.op]
+            operand = stmt.operand if i in plain else f"tl.where(mask, {stmt.operand}, {neutral})"
+            lines.append(f"{stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, axis=0)"))
+        else:
+            lines.append(f"{stmt[0]} = {stmt[1]}")
+    return lines
+
+
 def render_kernel(kernel: Kernel, name: str) -> str:
     rows = kernel.rows
     assert kernel.output is not None
@@ -1260,26 +1305,8 @@ def render_kernel(kernel: Kernel, name: str) -> str:
         ]
         if has_cols:
             lines.append("    cols = offsets % n_cols")
-    if kernel.split:
-        row = "row" if rows else "(offsets // n_cols)"
-        lines += [
-            "    # A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
-            f"    split_offsets = offsets + {row} * n_cols",
-        ]
-    others, plain = _masked(kernel)
-    for load in kernel.loads:
-        where = "offsets" if load.kind == FULL else "cols"
-        if load.half is not None:
-            where = "split_offsets + n_cols" if load.half else "split_offsets"
-        text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
-        lines.append(f"    {load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
-    for i, stmt in enumerate(kernel.body):
-        if isinstance(stmt, Reduce):
-            fn, neutral = _REDUCE[stmt.op]
-            operand = stmt.operand if i in plain else f"tl.where(mask, {stmt.operand}, {neutral})"
-            lines.append(f"    {stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, axis=0)"))
-        else:
-            lines.append(f"    {stmt[0]} = {stmt[1]}")
+    body = [*_split_lines(kernel, "row" if rows else "(offsets // n_cols)"), *_load_and_compute(kernel)]
+    lines += [f"    {line}" for line in body]
     out = kernel.output
     store = f"{out.name}.to(out_ptr.dtype.element_ty)"
     if out.kind == FULL:
@@ -1293,6 +1320,320 @@ def render_launch(kernel: Kernel, name: str) -> str:
     """The autotuned kernel and ``_launch_config``, the one place launch settings come from."""
     template = _ROW_LAUNCH if kernel.rows else _POINTWISE_LAUNCH
     return template.strip("\n").replace("{kernel}", name) + "\n"
+
+
+# ---------------------------------------------------------------------------
+# The backward: one fused kernel that recomputes the forward's values and applies the chain rule to
+# them (runners/generators/autodiff.py), and the autograd.Function that launches both kernels.
+
+_ROW_BACKWARD_LAUNCH = '''
+def _bwd_launch_config(n_rows, n_cols, device):
+    """(programs, settings) for the backward kernel: program p takes rows p, p + programs, ..., so each
+    parameter's gradient is summed over its rows in registers and written once, one partial row each.
+
+    One program per SM on CUDA, 4 under the Triton interpreter; num_warps as in the forward's plain
+    launch (the backward is not tuned yet).
+    """
+    block_size = triton.next_power_of_2(n_cols)
+    num_warps = 4
+    if block_size >= 32768:
+        num_warps = 32
+    elif block_size >= 8192:
+        num_warps = 16
+    elif block_size >= 2048:
+        num_warps = 8
+    programs = 4
+    if device.type == "cuda":
+        programs = torch.cuda.get_device_properties(device).multi_processor_count
+    return max(1, min(programs, n_rows)), {"BLOCK_SIZE": block_size, "num_warps": num_warps}
+'''
+_POINTWISE_BACKWARD_LAUNCH = '''
+def _bwd_launch_config(n_elements):
+    """(grid, settings) for the backward kernel's elementwise pass: the forward's plain launch, 1024
+    elements over 4 warps (the backward is not tuned yet)."""
+    return (triton.cdiv(n_elements, 1024),), {"BLOCK_SIZE": 1024, "num_warps": 4}
+'''
+
+
+@dataclass
+class Grad:
+    """The gradient the backward kernel writes for one pointer argument of the forward kernel."""
+
+    pointer: str  # the forward kernel's pointer argument
+    d_pointer: str  # the backward kernel's
+    kind: str  # FULL (one value per element) or COL (one per column, summed over rows)
+    halves: tuple[int, ...] = ()  # for a split input: the halves written
+
+
+@dataclass
+class Backward:
+    name: str
+    source: str  # the kernel and its launch helper
+    grads: list[Grad]
+
+
+def _backward_name(forward_name: str) -> str:
+    if forward_name.endswith("_fwd_kernel"):
+        return forward_name.removesuffix("_fwd_kernel") + "_bwd_kernel"
+    return forward_name.removesuffix("_kernel") + "_bwd_kernel"
+
+
+def render_backward(kernel: Kernel, forward_name: str) -> Backward:
+    """The backward kernel: Unsupported when the output has no gradient or an op has no rule."""
+    out = kernel.output
+    assert out is not None
+    if out.is_bool:
+        raise Unsupported("a boolean output has no gradient")
+    rows = kernel.rows
+    taken = set(kernel.names) | {load.ptr for load in kernel.loads}
+
+    def fresh(base: str) -> str:
+        name, i = base, 1
+        while name in taken:
+            name, i = f"{base}_{i}", i + 1
+        taken.add(name)
+        return name
+
+    body = [
+        autodiff.Stmt(s.var, s.operand, s.op, s.template) if isinstance(s, Reduce) else autodiff.Stmt(*s)
+        for s in kernel.body
+    ]
+    leaves = {load.var for load in kernel.loads}
+    constant = {load.var for load in kernel.loads if load.is_bool}
+    seed = "d_out"  # reserved: no value of the graph takes it
+    vectors = leaves | {"offsets", "cols", "mask"} | ({seed} if out.kind == FULL else set())
+    try:
+        adjoint_lines, adjoint = autodiff.adjoints(body, out.name, seed, leaves, vectors, constant, fresh)
+    except autodiff.NoDerivative as exc:
+        raise Unsupported(str(exc)) from None
+    grads: dict[str, Grad] = {}
+    stores: list[str] = []
+    sums: list[tuple[str, str]] = []  # (accumulator, pointer) of the gradients summed over rows
+    for load in kernel.loads:
+        if load.var not in adjoint:
+            continue
+        if load.ptr not in grads:
+            grads[load.ptr] = Grad(load.ptr, fresh("d_" + load.ptr), load.kind)
+        grad, d = grads[load.ptr], adjoint[load.var]
+        where = "offsets"
+        if load.half is not None:
+            grad.halves += (load.half,)
+            where = "split_offsets + n_cols" if load.half else "split_offsets"
+        if load.kind == COL and rows:
+            total = fresh(f"{d}_sum")
+            sums.append((total, grad.d_pointer))
+            stores.append(f"{total} += tl.where(mask, {d}, 0.0)")
+        else:
+            stores.append(
+                f"tl.store({grad.d_pointer} + {where}, {d}.to({grad.d_pointer}.dtype.element_ty), mask=mask)"
+            )
+    if not grads:
+        raise Unsupported("the output depends on no input or parameter differentiably")
+    name = _backward_name(forward_name)
+    pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
+    has_cols = any(load.kind == COL for load in kernel.loads)
+    sizes = (
+        ["n_rows", "n_cols"] if rows else ["n_elements", *(["n_cols"] if has_cols or kernel.split else [])]
+    )
+    params = [
+        *pointers,
+        "d_out_ptr",
+        *(g.d_pointer for g in grads.values()),
+        *sizes,
+        *(arg for arg, _ in kernel.scalars),
+        "BLOCK_SIZE: tl.constexpr",
+    ]
+    lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
+    if out.kind == FULL:
+        seed_line = f"{seed} = tl.load(d_out_ptr + offsets, mask=mask, other=0.0).to(tl.float32)"
+    else:
+        seed_line = f"{seed} = tl.load(d_out_ptr + row).to(tl.float32)"
+    inner = [
+        *_load_and_compute(kernel),
+        seed_line,
+        *(f"{var} = {expr}" for var, expr in adjoint_lines),
+        *stores,
+    ]
+    if rows:
+        lines += [
+            "    # The forward's values are recomputed row by row, then the chain rule runs backwards.",
+            "    pid = tl.program_id(0)",
+            "    n_programs = tl.num_programs(0)",
+            "    cols = tl.arange(0, BLOCK_SIZE)",
+            "    mask = cols < n_cols",
+            *(f"    {total} = tl.zeros((BLOCK_SIZE,), dtype=tl.float32)" for total, _ in sums),
+            "    for row_index in range(pid, n_rows, n_programs):",
+            "        row = tl.cast(row_index, tl.int64)",
+            "        offsets = row * n_cols + cols",
+            *(f"        {line}" for line in [*_split_lines(kernel, "row"), *inner]),
+            *(f"    tl.store({ptr} + pid * n_cols + cols, {total}, mask=mask)" for total, ptr in sums),
+        ]
+        launch = _ROW_BACKWARD_LAUNCH
+    else:
+        lines += [
+            "    # The forward's values are recomputed, then the chain rule runs backwards.",
+            "    pid = tl.program_id(0).to(tl.int64)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            "    mask = offsets < n_elements",
+            *(["    cols = offsets % n_cols"] if has_cols else []),
+            *(f"    {line}" for line in [*_split_lines(kernel, "(offsets // n_cols)"), *inner]),
+        ]
+        launch = _POINTWISE_BACKWARD_LAUNCH
+    source = "\n".join(lines) + "\n\n\n" + launch.strip("\n") + "\n"
+    return Backward(name, source, list(grads.values()))
+
+
+def _function_name(forward_name: str) -> str:
+    core = forward_name.strip("_").removesuffix("_fwd_kernel").removesuffix("_kernel")
+    return "_" + "".join(part.capitalize() for part in core.split("_")) + "Function"
+
+
+def render_function(
+    kernel: Kernel, forward_name: str, backward: Backward, signature: str, returns: str
+) -> tuple[str, str]:
+    """(the autograd.Function launching both kernels, the module's forward calling it).
+
+    The Function takes every tensor the kernel reads (inputs and parameters) and the numbers it is
+    given; it saves the tensors, and its backward recomputes the rest from them."""
+    out = kernel.output
+    assert out is not None
+    fn = _function_name(forward_name)
+    taken = {"ctx", "d_out"}  # the names backward(ctx, d_out) takes
+    tensors: dict[str, str] = {}  # forward expression -> the Function's argument
+    for load in kernel.loads:
+        if load.source not in tensors:
+            tensors[load.source] = _fresh_local(load.placeholder or load.var, taken)
+    numbers = {arg: _fresh_local(arg, taken) for arg, _ in kernel.scalars}
+    if kernel.main not in tensors:
+        raise Unsupported(f"the kernel does not read {kernel.main}")
+    dtypes = {f"{source}.dtype": f"{arg}.dtype" for source, arg in tensors.items()}
+    for atom in out.dtype:
+        if atom not in dtypes and not atom.startswith("torch."):
+            raise Unsupported(f"the output's dtype comes from {atom}")
+    inner = dataclasses.replace(
+        kernel,
+        main=tensors[kernel.main],
+        loads=[
+            dataclasses.replace(x, source=tensors[x.source], placeholder=tensors[x.source])
+            for x in kernel.loads
+        ],
+        scalars=[(arg, numbers[arg]) for arg, _ in kernel.scalars],
+        output=dataclasses.replace(out, dtype=tuple(dtypes.get(a, a) for a in out.dtype)),
+        guards=[],
+    )
+    args = [*tensors.values(), *numbers.values()]
+    lines, result = _launch_body(inner, forward_name, set(taken))
+    forward = [
+        "@staticmethod",
+        *_wrap("def forward", ["ctx", *args], tail=":"),
+        *lines,
+        f"    ctx.save_for_backward({', '.join(tensors.values())})",
+        *(f"    ctx.{arg} = {arg}" for arg in numbers.values()),
+        f"    return {result}",
+    ]
+    back = ["@staticmethod", "def backward(ctx, d_out):", *_backward_body(inner, backward, tensors, numbers)]
+    body = "\n\n".join(textwrap.indent("\n".join(part), "    ") for part in (forward, back))
+    doc = (
+        f'    """Forward: {forward_name}. Backward: {backward.name}, which recomputes what the\n'
+        '    forward computed from the saved tensors instead of keeping it."""'
+    )
+    function = f"class {fn}(torch.autograd.Function):\n{doc}\n\n{body}\n"
+    sig_taken = {n.arg for n in ast.walk(ast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
+    named, scalars = _scalar_args(kernel, sig_taken)
+    module_forward = [f"def forward({signature}){returns}:", *_guard_lines(kernel), *named]
+    module_forward += _wrap(f"return {fn}.apply", [*tensors, *scalars], "    ")
+    return function, "\n".join(module_forward) + "\n"
+
+
+def _backward_body(
+    kernel: Kernel, backward: Backward, tensors: dict[str, str], numbers: dict[str, str]
+) -> list[str]:
+    """The statements of the Function's backward (``kernel`` as the Function's forward sees it)."""
+    out = kernel.output
+    assert out is not None
+    taken = {"ctx", "d_out", *tensors.values(), *numbers.values()}
+    local = {
+        n: _fresh_local(n, taken) for n in ("n_cols", "n_rows", "n_elements", "programs", "grid", "config")
+    }
+    n_cols, n_rows, programs, config = local["n_cols"], local["n_rows"], local["programs"], local["config"]
+    saved = list(tensors.values())
+    lines = [f"    {', '.join(saved)}{',' if len(saved) == 1 else ''} = ctx.saved_tensors"]
+    lines += [f"    {arg} = ctx.{arg}" for arg in numbers.values()]
+    main = kernel.main
+    by_pointer: dict[str, Load] = {}  # the first load of each pointer, in the kernel's order
+    for load in kernel.loads:
+        by_pointer.setdefault(load.ptr, load)
+    passed: dict[str, str] = {}  # pointer -> the tensor passed
+    grads = {g.pointer: g for g in backward.grads}
+    buffers: dict[str, str] = {}  # pointer -> its gradient buffer
+    has_cols = any(load.kind == COL for load in kernel.loads)
+    if kernel.rows:
+        lines.append(f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else ""))
+        for ptr, load in by_pointer.items():
+            arg = load.source
+            if load.kind == COL:
+                lines.append(f"    {arg} = {arg}.contiguous()")
+                passed[ptr] = arg
+            else:
+                passed[ptr] = _fresh_local(f"{arg}_2d", taken)
+                width = f"2 * {n_cols}" if load.half is not None else n_cols
+                lines.append(f"    {passed[ptr]} = {arg}.reshape(-1, {width}).contiguous()")
+        main_2d = next(passed[p] for p, load in by_pointer.items() if load.source == main)
+        upstream = _fresh_local("d_out_2d", taken)
+        shape = f"{n_rows}, {n_cols}" if out.kind == FULL else n_rows
+        lines += [
+            f"    {n_rows} = {main_2d}.shape[0]",
+            f"    {upstream} = d_out.reshape({shape}).contiguous()",
+            f"    {programs}, {config} = _bwd_launch_config({n_rows}, {n_cols}, {main}.device)",
+        ]
+        grid = f"({programs},)"
+        sizes = [n_rows, n_cols]
+    else:
+        for ptr, load in by_pointer.items():
+            if load.source not in passed.values():
+                lines.append(f"    {load.source} = {load.source}.contiguous()")
+            passed[ptr] = load.source
+        upstream = _fresh_local("d_out_c", taken)
+        lines += [f"    {upstream} = d_out.contiguous()", f"    {local['n_elements']} = {upstream}.numel()"]
+        sizes = [local["n_elements"]]
+        if kernel.split or has_cols:
+            lines.append(f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else ""))
+            sizes.append(n_cols)
+        lines.append(f"    {local['grid']}, {local['config']} = _bwd_launch_config({local['n_elements']})")
+        grid = local["grid"]
+    results: dict[str, list[str]] = {}
+    for ptr, grad in grads.items():
+        load = by_pointer[ptr]
+        arg, name = load.source, _fresh_local(f"d_{load.source}", taken)
+        buffers[ptr] = name
+        if grad.kind == COL:
+            rows_of = local["programs"] if kernel.rows else f"{upstream}.numel() // {n_cols}"
+            lines.append(
+                f"    {name} = torch.empty(({rows_of}, {n_cols}), dtype=torch.float32, device={main}.device)"
+            )
+            results.setdefault(arg, []).append(f"{name}.sum(0).to({arg}.dtype).reshape({arg}.shape)")
+        else:
+            whole = load.half is None or set(grad.halves) == {0, 1}
+            lines.append(f"    {name} = torch.{'empty' if whole else 'zeros'}_like({passed[ptr]})")
+            results.setdefault(arg, []).append(f"{name}.reshape({arg}.shape)" if kernel.rows else name)
+    launch_args = [
+        *(passed[p] for p in by_pointer),
+        upstream,
+        *(buffers[g.pointer] for g in backward.grads),
+        *sizes,
+        *numbers.values(),
+        f"**{local['config']}",
+    ]
+    lines += _wrap(f"{backward.name}[{grid}]", launch_args, "    ")
+    returned = []
+    for i, arg in enumerate(tensors.values()):
+        if arg in results:
+            returned.append(f"{' + '.join(results[arg])} if ctx.needs_input_grad[{i}] else None")
+        else:
+            returned.append("None")
+    returned += ["None"] * len(numbers)
+    lines += ["    return (", *(f"        {r}," for r in returned), "    )"]
+    return lines
 
 
 # ---------------------------------------------------------------------------
@@ -1331,24 +1672,42 @@ class _Launch:
 
 def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> str:
     taken = {n.arg for n in ast.walk(ast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
-    local = {n: _fresh_local(n, taken) for n in _FORWARD_NAMES}
-    body = [f"def forward({signature}){returns}:"]
+    body = [f"def forward({signature}){returns}:", *_guard_lines(kernel)]
+    lines, result = _launch_body(kernel, name, taken)
+    body += [*lines, f"    return {result}"]
+    return "\n".join(body) + "\n"
+
+
+def _guard_lines(kernel: Kernel) -> list[str]:
+    out = []
     for check, why in kernel.guards:
-        body += [f"    if {check}:", f"        raise NotImplementedError({json.dumps(why)})"]
-    launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
-    body += launch.lines
-    scalars = []
+        out += [f"    if {check}:", f"        raise NotImplementedError({json.dumps(why)})"]
+    return out
+
+
+def _scalar_args(kernel: Kernel, taken: set[str]) -> tuple[list[str], list[str]]:
+    """(statements naming the computed ones, the expression passed) for each scalar argument."""
+    lines, exprs = [], []
     for arg, expr in kernel.scalars:
         if not all(part.isidentifier() for part in expr.split(".")):  # a computed value: named first
             named = _fresh_local(arg, taken)
-            body.append(f"    {named} = {expr}")
+            lines.append(f"    {named} = {expr}")
             expr = named
-        scalars.append(expr)
+        exprs.append(expr)
+    return lines, exprs
+
+
+def _launch_body(kernel: Kernel, name: str, taken: set[str]) -> tuple[list[str], str]:
+    """(statements preparing and launching the forward kernel, the expression returned)."""
+    local = {n: _fresh_local(n, taken) for n in _FORWARD_NAMES}
+    launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
+    body = list(launch.lines)
+    named, scalars = _scalar_args(kernel, taken)
+    body += named
     kernel_, grid, config = local["kernel"], local["grid"], local["config"]
     body.append(f"    {kernel_}, {grid}, {config} = _launch_config({launch.config}, {kernel.main}.is_cuda)")
     body += _wrap(f"{kernel_}[{grid}]", [*launch.tensors, *launch.sizes, *scalars, f"**{config}"], "    ")
-    body.append(f"    return {launch.result}")
-    return "\n".join(body) + "\n"
+    return body, launch.result
 
 
 def _unique_tensors(kernel: Kernel, tensor: Callable[[Load], str]) -> list[str]:
@@ -1542,6 +1901,17 @@ _HEADER = ("import torch", "import triton", "import triton.language as tl")
 
 def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str, Kernel]:
     """(source, kernel name, kernel) for the traced module."""
+    source, name, kernel, _ = render_module_with_backward(problem, trace)
+    return source, name, kernel
+
+
+def render_module_with_backward(
+    problem: Problem, trace: dict[str, Any], backward: bool = True
+) -> tuple[str, str, Kernel, str | None]:
+    """(source, kernel name, kernel, backward kernel name or None) for the traced module.
+
+    With ``backward``, a kernel whose every op has a derivative rule gets a backward kernel and an
+    autograd.Function launching both; the others (and ``backward=False``) get the forward alone."""
     if not trace.get("direct_module", False):
         bases = ", ".join(trace.get("bases", [])) or "another class"
         raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
@@ -1550,21 +1920,32 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str, Ke
     if kernel.output is None:
         raise Unsupported("forward returns nothing")
     name = kernel_name(kernel)
+    grad: Backward | None = None
+    function = ""
+    forward = render_forward(kernel, name, parts.signature, parts.returns)
+    if backward:
+        try:
+            grad = render_backward(kernel, name)
+            function, forward = render_function(kernel, name, grad, parts.signature, parts.returns)
+        except Unsupported:
+            grad, function = None, ""
     context = [c for c in parts.context if c not in _HEADER]
     what = "one program per row" if kernel.rows else "one elementwise pass"
-    doc = f'"""{problem.class_name} as one Triton kernel, {name} ({what})."""'
+    also = f", and its backward, {grad.name}" if grad else ""
+    doc = f'"""{problem.class_name} as one Triton kernel, {name} ({what}){also}."""'
     blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
-    forward = render_forward(kernel, name, parts.signature, parts.returns)
-    if "_result_dtype(" in forward:
+    if "_result_dtype(" in forward + function:
         blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
     if kernel.uses_tanh:
         blocks.append(_TANH.strip("\n") + "\n")
     blocks.append(render_kernel(kernel, name))
     blocks.append(render_launch(kernel, name))
+    if grad is not None:
+        blocks += [grad.source, function]
     members = [*parts.members, forward]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
-    return "\n\n".join(blocks), name, kernel
+    return "\n\n".join(blocks), name, kernel, grad.name if grad else None
 
 
 # ---------------------------------------------------------------------------
@@ -1585,14 +1966,19 @@ class TemplateGenerator:
             "class_name": problem.class_name,
             "build": problem.build,
         }
-        res = sandbox.run("runners.trace:trace", req, TRACE_LIMITS, env=None)
+        readable = sandbox.problem_paths(problem.file, problem.root)
+        res = sandbox.run("runners.trace:trace", req, TRACE_LIMITS, env=None, readable=readable)
         if res.outcome != "ok" or res.payload is None:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorError(f"template: {res.payload.get('reason', 'tracing failed')}")
         try:
-            source, kernel, built = render_module(problem, res.payload)
+            source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except Unsupported as exc:
             raise GeneratorError(f"template: {exc}") from None
         pattern = "row reduction" if built.rows else "pointwise"
-        return [Candidate(kernel.strip("_"), self.name, source, {"kernel": kernel, "pattern": pattern})]
+        provenance = {"kernel": kernel, "pattern": pattern, **({"backward": backward} if backward else {})}
+        cand = Candidate(kernel.strip("_"), self.name, source, provenance)
+        if backward:
+            cand.without_backward = render_module_with_backward(problem, res.payload, backward=False)[0]
+        return [cand]

@@ -22,6 +22,7 @@ from runners.celery_app import (
     INSTALLATION_TASK,
     KERNELIZE_TASK,
     PLAN_TASK,
+    PUBLISH_FAILED_TASK,
     PUBLISH_TASK,
     TRACK_TASK,
     celery_broker_ok,
@@ -43,6 +44,7 @@ def test_configuration() -> None:
         INSTALLATION_TASK: {"queue": "github"},
         TRACK_TASK: {"queue": "github"},
         PUBLISH_TASK: {"queue": "github"},
+        PUBLISH_FAILED_TASK: {"queue": "github"},  # a chord's error callback holds GitHub code too
         KERNELIZE_TASK: {"queue": "gpu"},
     }
     assert conf.task_default_queue == "github"  # unrouted work never reaches a GPU worker

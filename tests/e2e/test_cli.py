@@ -370,7 +370,9 @@ def test_canary_secret_never_leaks(hostile):
     c = run.candidates()["canary.py"]
     # The probe really ran: it got past the static screen and reported what it found.
     assert c["status"] == "error"
-    assert "CANARY-PROBE env:None parent:PermissionError" in c["reason"]
+    # Its parent in the sandbox's pid namespace is bwrap's init, started with the allow-listed
+    # environment only: readable, and without the canary.
+    assert "CANARY-PROBE env:None parent:[]" in c["reason"]
     assert "CANARY-DUMP" in c["stdout_tail"]
     # And found nothing, anywhere.
     for where, text in (
@@ -731,3 +733,26 @@ def test_a_named_generator_that_cannot_run_is_listed_and_the_rest_run(cli, tmp_p
     assert module["unavailable"] == {"files": "the files generator needs --candidates DIR"}
     assert module["best"] == "add_relu_kernel"
     assert re.search(r"\n  files +unavailable: the files generator needs --candidates DIR", run.stdout)
+
+
+# ---------------------------------------------------------------------------
+# Without a sandbox nothing untrusted runs: one line and exit 2, unless --no-isolation says so
+
+
+@pytest.mark.parametrize("bwrap", ["/bin/false", "/nonexistent/bwrap"])
+def test_no_sandbox_is_a_user_error(cli, tmp_path, bwrap):
+    args = ["tests/problems/add_relu.py", "--candidates", "tests/candidates/add_relu", "--quiet"]
+    run = kernelize(cli, tmp_path, args, env={"KERNELIZE_BWRAP": bwrap})
+    line = assert_user_error(run.rc, run.stdout, run.stderr, "isolation unavailable: ", "--no-isolation")
+    assert ("false exited with code 1" if bwrap == "/bin/false" else "not found (install bubblewrap)") in line
+    assert run.stdout == "" and run.report == {}  # nothing ran, nothing was written
+
+
+def test_no_isolation_says_what_it_gives_up(cli, tmp_path):
+    rc, stdout, stderr = cli(
+        ["run", str(tmp_path / "absent.py"), "--no-isolation"], env={"KERNELIZE_BWRAP": "/bin/false"}
+    )
+    assert rc == 2 and stdout == ""
+    warning, error = stderr.splitlines()
+    assert warning.startswith("kernelize: warning: --no-isolation: ") and "without a sandbox" in warning
+    assert error == f"kernelize: error: {tmp_path / 'absent.py'}: no such file"

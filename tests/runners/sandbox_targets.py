@@ -50,28 +50,28 @@ def sleep_forever(req: dict[str, Any]) -> dict[str, Any]:
         time.sleep(1)
 
 
-def _spawn_sleeper(pidfile: str) -> subprocess.Popen[bytes]:
-    child = subprocess.Popen(
-        [sys.executable, "-c", "import time; time.sleep(600)"],
+def _spawn_sleeper(marker: str) -> subprocess.Popen[bytes]:
+    """A grandchild whose command line carries ``marker``: the test finds it in the host's /proc."""
+    return subprocess.Popen(
+        [sys.executable, "-c", "import time; time.sleep(600)", marker],
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    with open(pidfile, "w") as fh:
-        fh.write(str(child.pid))
-    return child
 
 
-def spawn_then_sleep(req: dict[str, Any]) -> dict[str, Any]:
-    """Start a grandchild (same process group), record its pid, then hang."""
-    _spawn_sleeper(req["pidfile"])
+def spawn_then_sleep(req: dict[str, Any]) -> Any:
+    """Start a grandchild (same process group), let the parent look for it, then hang."""
+    _spawn_sleeper(req["marker"])
+    yield {"spawned": True}
     while True:
         time.sleep(1)
 
 
-def spawn_then_return(req: dict[str, Any]) -> dict[str, Any]:
-    """Start a grandchild (same process group), record its pid, and finish normally."""
-    child = _spawn_sleeper(req["pidfile"])
+def spawn_then_return(req: dict[str, Any]) -> Any:
+    """Start a grandchild (same process group), let the parent look for it, and finish normally."""
+    child = _spawn_sleeper(req["marker"])
+    yield {"spawned": True}
     return {"grandchild": child.pid}
 
 

@@ -8,6 +8,7 @@ original file's namespace, and its CPU path is run too.
 from __future__ import annotations
 
 import ast
+import hashlib
 import json
 import textwrap
 from pathlib import Path
@@ -235,3 +236,161 @@ def test_kernel_only_verifies_the_candidate_alone(cli, tmp_path):
     # helper is missing from the code, which is fine: nothing calls it.
     assert by_id["renamed_attribute.py"]["status"] == "correct", by_id["renamed_attribute.py"]["reason"]
     assert EAGER not in (module["best_source"] or "")
+
+
+# ---------------------------------------------------------------------------
+# Candidates that bring their own backward
+
+
+BACKWARD = textwrap.dedent(
+    """
+    import torch
+    import triton
+
+
+    @triton.jit
+    def _scale_kernel(x_ptr, out_ptr, n):
+        pass
+
+
+    @triton.jit
+    def _scale_bwd_kernel(d_ptr, out_ptr, n):
+        pass
+
+
+    def _bwd_launch(n):
+        return (n,)
+
+
+    def _shared(x):
+        return x
+
+
+    class _ScaleFunction(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x, weight):
+            ctx.save_for_backward(weight)
+            return _shared(x * weight)
+
+        @staticmethod
+        def backward(ctx, d_out):
+            (weight,) = ctx.saved_tensors
+            grid = _bwd_launch(d_out.numel())
+            _scale_bwd_kernel[grid](d_out, d_out, d_out.numel())
+            return _shared(d_out * weight), None
+
+
+    class Norm(torch.nn.Module):
+        def __init__(self, dim, affine=True):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.ones(dim))
+
+        def forward(self, x, mask=None, *rest, scale=1.0, **extra):
+            return _ScaleFunction.apply(x, self.weight)
+    """
+)
+
+
+def test_an_applied_autograd_function_with_a_backward_is_detected():
+    from runners.fallback import has_backward
+
+    assert has_backward(BACKWARD, "Norm")
+    assert not has_backward(CANDIDATE, "Norm")
+    # Applied elsewhere than forward (a helper the original path may call): not the kernel path's.
+    helper = BACKWARD.replace("return _ScaleFunction.apply(x, self.weight)", "return self._scale(x)")
+    assert not has_backward(
+        helper + "\n    def _scale(self, x):\n        return _ScaleFunction.apply(x)\n", "Norm"
+    )
+    # A Function without a backward brings no gradients.
+    assert not has_backward(BACKWARD.replace("def backward(ctx, d_out)", "def other(ctx, d_out)"), "Norm")
+
+
+def test_with_a_backward_training_takes_the_kernel_path(monkeypatch):
+    import torch
+
+    out = with_eager_path(BACKWARD, ORIGINAL, "Norm")
+    forward = ast.unparse(_methods(_class(out))["forward"])
+    assert "records" not in forward and "is_grad_enabled" not in forward
+    namespace: dict[str, object] = {}
+    exec(compile(ORIGINAL, "original.py", "exec"), namespace)
+    exec(compile(out.replace("@triton.jit", ""), "combined.py", "exec"), namespace)
+    module = namespace["Norm"](dim=4)  # type: ignore[operator]
+    calls: list[str] = []
+    triton_path, eager_path = getattr(module, TRITON), getattr(module, EAGER)
+    monkeypatch.setattr(module, TRITON, lambda *a, **k: calls.append("triton") or triton_path(*a, **k))
+    monkeypatch.setattr(module, EAGER, lambda *a, **k: calls.append("eager") or eager_path(*a, **k))
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    leaf = torch.randn(2, 4, requires_grad=True)
+    module(leaf)
+    monkeypatch.delenv("TRITON_INTERPRET")
+    module(leaf)  # CPU tensors without the interpreter: the original computation
+    assert calls == ["triton", "eager"]
+    # Asked to leave the backward out, the dispatch is the one without it.
+    assert "records" in ast.unparse(
+        _methods(_class(with_eager_path(BACKWARD, ORIGINAL, "Norm", False)))["forward"]
+    )
+
+
+def test_dropping_the_backward_removes_what_only_it_uses():
+    from runners.fallback import drop_backward, has_backward
+
+    out = drop_backward(BACKWARD, "Norm")
+    tree = ast.parse(out)
+    names = {n.name for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)}
+    assert names == {"_scale_kernel", "_shared", "_ScaleFunction", "Norm"}  # the forward's own stay
+    assert {n.name for n in _class(out, "_ScaleFunction").body if isinstance(n, ast.FunctionDef)} == {
+        "forward"
+    }
+    assert not has_backward(out, "Norm")
+    assert "\n\n\n\n" not in out
+    assert drop_backward(CANDIDATE, "Norm").strip() == CANDIDATE.strip()  # nothing to drop
+
+
+def _training_run(cli, tmp: Path, names: list[str]) -> tuple[dict[str, dict], dict]:
+    folder = tmp / "candidates" / "RMSNorm"
+    folder.mkdir(parents=True)
+    for name in names:
+        (folder / name).write_text((ROOT / "tests/candidates/training/RMSNorm" / name).read_text())
+    out = tmp / "report.json"
+    args = ["run", "tests/problems/layers.py::RMSNorm", "--candidates", str(tmp / "candidates")]
+    rc, _, err = cli([*args, "--device", "cpu", "--json", str(out), "--quiet"], env={"TRITON_INTERPRET": "1"})
+    assert rc == 0, err
+    module = json.loads(out.read_text())["modules"][0]
+    return {c["id"]: c for c in module["candidates"]}, module
+
+
+@pytest.fixture(scope="module")
+def wrong_backward(cli, tmp_path_factory):
+    return _training_run(cli, tmp_path_factory.mktemp("wrong"), ["wrong_backward.py"])
+
+
+@pytest.fixture(scope="module")
+def triton_backward(cli, tmp_path_factory):
+    return _training_run(cli, tmp_path_factory.mktemp("right"), ["triton_backward.py"])
+
+
+def test_a_right_triton_backward_is_suggested_for_training(triton_backward):
+    from runners.judge import TRAINING_TRITON
+
+    candidates, module = triton_backward
+    cand = candidates["triton_backward.py"]
+    assert cand["status"] == "correct", cand["reason"]
+    assert cand["training"] == TRAINING_TRITON
+    assert "_RMSNormFunction_RMSNorm.apply(" in module["best_source"]
+    assert "is_grad_enabled" not in module["best_source"]  # training takes the kernels
+
+
+def test_a_wrong_backward_is_caught_and_the_original_path_is_suggested(wrong_backward):
+    candidates, module = wrong_backward
+    cand = candidates["wrong_backward.py"]
+    assert cand["status"] == "correct", cand["reason"]
+    training = cand["training"]
+    assert training.startswith("original path (the Triton backward was wrong: training ("), training
+    assert "gradient of input 0" in training  # the weight's gradient was right
+    assert cand["provenance"]["backward_rejected"].startswith("training (")
+    best = module["best_source"]
+    assert module["best"] == "wrong_backward.py"
+    # What is suggested is what passed: no backward left in it, the original ops under training.
+    assert "def backward" not in best and "_rms_norm_bwd_kernel" not in best
+    assert "torch.is_grad_enabled()" in best and "_rms_norm_fwd_kernel_RMSNorm[" in best
+    assert cand["source_sha256"] == hashlib.sha256(best.encode()).hexdigest()

@@ -84,3 +84,38 @@ def test_mutate_is_still_rejected_on_gpu(reports):
     assert c.status is Status.REJECTED
     assert c.reason.startswith("check 4: ") and "in place" in c.reason
     assert c.median_ms is None
+
+
+# Timing cheats that only a GPU shows (tests/candidates/adversarial/timing_cuda), on a problem large
+# enough (two 256 MiB inputs, ~0.2 ms a call) that the judge's clock resolves a forged time.
+TIMING_CAUGHT = {
+    "memo_by_object.py": ("incorrect", "timing: timed call "),
+    "side_stream.py": (None, "timing: "),  # its timed outputs or its clock, whichever shows first
+    "patched_event.py": ("rejected", "timing: the runner claims "),
+}
+
+
+@pytest.fixture(scope="module")
+def timed_cheats() -> ModuleReport:
+    [problem], _ = pipeline.problems_for(str(ROOT / "bench/problems/add_relu.py"), str(ROOT), "Model")
+    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=32768, compile_baseline=False)
+    files = make_generator("files", {"candidates": str(CANDIDATES / "adversarial" / "timing_cuda")})
+    return pipeline.kernelize(problem, [files], settings)
+
+
+def test_the_honest_kernel_is_timed_on_fed_inputs(timed_cheats):
+    ok = next(c for c in timed_cheats.candidates if c.id == "ok.py")
+    assert ok.status is Status.CORRECT, ok.reason
+    assert ok.timings["candidate"].runs == ok.timings["eager"].runs
+    assert ok.speedup_vs_eager is not None and ok.speedup_vs_eager > 1.2  # eager runs two kernels
+
+
+@pytest.mark.parametrize("name", sorted(TIMING_CAUGHT))
+def test_gpu_timing_cheats_are_caught(timed_cheats, name):
+    status, fragment = TIMING_CAUGHT[name]
+    c = next(c for c in timed_cheats.candidates if c.id == name)
+    assert c.status is not Status.CORRECT, c.reason
+    if status is not None:
+        assert c.status.value == status, c.reason
+    assert c.reason.startswith(fragment), c.reason
+    assert c.median_ms is None

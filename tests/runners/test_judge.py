@@ -14,6 +14,7 @@ Three tiers:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import py_compile
@@ -79,6 +80,7 @@ CAUGHT = [
     ("softmax", "broken_single_row.py", "incorrect", "judge, batch of one"),
     ("rmsnorm", "no_eps_on_zero_rows.py", "incorrect", "judge, zero and all-negative rows"),
     ("rmsnorm", "clamped_outliers.py", "incorrect", "judge, large magnitudes and outliers"),
+    ("rmsnorm", "weights_from_first_call.py", "incorrect", "judge, normal, other weights"),
     ("helper", "redefine_helper.py", "incorrect", "judge, "),
 ]
 
@@ -107,9 +109,60 @@ def test_honest_controls_stay_correct_on_every_family(verdicts, suite):
 
 
 def test_every_file_in_the_suite_has_an_expectation():
-    listed = {(s, n) for s, n, _, _ in CAUGHT} | {(s, "ok.py") for s in SUITES}
+    listed = {(s, n) for s, n, _, _ in CAUGHT} | {(s, "ok.py") for s in [*SUITES, "timing"]}
+    listed |= {("timing", n) for n, _, _ in TIMING_CAUGHT}
+    # Cheats only a GPU shows: their expectations are in tests/runners/test_gpu.py.
+    listed |= {
+        ("timing_cuda", n) for n in ("ok.py", "memo_by_object.py", "side_stream.py", "patched_event.py")
+    }
     on_disk = {(p.parent.name, p.name) for p in ADVERSARIAL.glob("*/*.py")}
     assert on_disk == listed
+
+
+# ---------------------------------------------------------------------------
+# Timing: what was timed is what was checked, and the times agree with the judge's clock. On a GPU
+# every candidate is timed; here the same protocol runs under the interpreter (time_on_cpu).
+
+TIMING_CAUGHT = [
+    ("memo_by_object.py", "incorrect", "timing: timed call "),
+    ("fast_when_timed.py", "incorrect", "timing: timed call "),
+    ("forged_clock.py", "rejected", "timing: the runner claims "),
+    ("matmul_precision.py", "rejected", "timing: the candidate changed global numeric settings"),
+]
+
+
+@pytest.fixture(scope="module")
+def timed() -> dict[str, Any]:
+    from runners import pipeline
+    from runners.generators import make_generator
+
+    [problem], _ = pipeline.problems_for(str(ROOT / SUITES["add_relu"]), str(ROOT), "Model")
+    settings = pipeline.Settings(device="cpu", time_on_cpu=True, timeout_s=120)
+    files = make_generator("files", {"candidates": str(ADVERSARIAL / "timing")})
+    report = pipeline.kernelize(problem, [files], settings)
+    assert report.status == "ok", report.reason
+    return {c.id: c for c in report.candidates}
+
+
+def test_the_honest_kernel_is_timed_against_the_reference_runners_baseline(timed):
+    ok = timed["ok.py"]
+    assert ok.status.value == "correct", ok.reason
+    assert set(ok.timings) == {"eager", "candidate"}  # torch.compile is timed on CUDA only
+    # Both timed on the same number of fed calls: the reference's choice.
+    assert ok.timings["candidate"].runs == ok.timings["eager"].runs == 3 * 20
+    assert ok.timings["candidate"].median_ms > 0
+
+
+@pytest.mark.parametrize(("name", "status", "fragment"), TIMING_CAUGHT, ids=[c[0] for c in TIMING_CAUGHT])
+def test_each_timing_cheat_is_caught(timed, name, status, fragment):
+    c = timed[name]
+    assert c.status.value == status, c.reason
+    assert c.reason.startswith(fragment), c.reason
+    assert c.timings == {} and c.median_ms is None  # no figure from a runner that lied
+    if fragment.startswith("timing: timed call "):
+        assert "the original's" in c.reason and "allowed" in c.reason  # the evidence
+    if name == "forged_clock.py":
+        assert "the judge's clock saw" in c.reason
 
 
 def test_a_planted_pyc_never_becomes_the_reference(cli, tmp_path):
@@ -137,7 +190,7 @@ def test_a_planted_pyc_never_becomes_the_reference(cli, tmp_path):
 # Forged replies against a real reference run
 
 
-def _judge(grad: bool = False) -> Judge:
+def _judge(grad: bool = False, timing: bool = False) -> Judge:
     spec = {"tensor": {"shape": [16, 100], "dtype": "float32", "dist": "normal"}}
     return Judge(
         device="cpu",
@@ -149,6 +202,7 @@ def _judge(grad: bool = False) -> Judge:
         dtype=None,
         grad=grad,
         seed=1234,
+        timing=timing,
     )
 
 
@@ -185,6 +239,116 @@ def _reply(
                 )
             )
     return RunReply(calls=tuple(calls)).to_dict(), path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def timed_judge() -> Any:
+    judge = _judge(timing=True)
+    env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    assert judge.run_reference(Limits(120, 4096), env, None) == ""
+    assert judge.reference_timing is not None and judge.reference_timing.runs == 20
+    assert [name for name, _ in judge.reference_marks] == ["timing start", "timing end"]
+    yield judge
+    judge.close()
+
+
+def _timed_reply(judge: Judge, path: Path, forge: Any = None) -> tuple[dict, bytes, list]:
+    """An honest runner's calls and timing (the real timing code on an honest module, marks as the
+    sandbox would have timestamped them); ``forge`` rewrites the timing reply and the marks."""
+    import time as clock
+
+    from runners import bench
+    from runners.protocol import TimingReply
+
+    payload, blob = _reply(judge, path)
+    plan = judge.request("candidate", CANDIDATE_OUTPUTS).timing
+    assert plan is not None and plan.runs == judge.reference_timing.runs
+    sets = [[buffers.rebuild(blob_in, a.tensor, "cpu") for a in args] for args in plan.sets]
+    marks: list = []
+
+    def mark(name: str) -> None:
+        marks.append((name, clock.monotonic()))
+
+    class Honest(torch.nn.Module):  # slow enough (2 ms a call) that the harness's cost is small beside it
+        def forward(self, x, y):
+            clock.sleep(0.002)
+            return torch.relu(x + y)
+
+    got = bench.time_candidate(Honest(), sets, plan.seed, plan.runs, plan.rounds, 0.0, "cpu", mark)
+    timing = TimingReply(**got)
+    if forge is not None:
+        timing, marks = forge(timing, marks)
+    payload["timing"] = timing.to_dict() if timing is not None else None
+    return payload, blob, marks
+
+
+blob_in: Any = None
+
+
+@pytest.fixture
+def timing_judge(timed_judge) -> Any:
+    global blob_in
+    blob_in = buffers.map_file(timed_judge.inputs_path)
+    return timed_judge
+
+
+def _scaled(factor: float) -> Any:
+    def forge(t: Any, marks: list) -> Any:
+        c = {k: v * factor if k.endswith("_ms") else v for k, v in t.summaries["candidate"].items()}
+        return dataclasses.replace(t, summaries={"candidate": c}), marks
+
+    return forge
+
+
+def _nudged(t: Any, marks: list) -> Any:
+    p = list(t.projections)
+    p[17] += 1.0
+    return dataclasses.replace(t, projections=tuple(p)), marks
+
+
+TIMING_FORGERIES = {
+    "honest": (None, "correct", ""),
+    "one timed output off": (_nudged, "incorrect", "timing: timed call 18 of 60 gave other outputs"),
+    "times claimed 20x smaller": (_scaled(1 / 20), "rejected", "timing: the runner claims"),
+    "times claimed 20x larger": (_scaled(20), "rejected", "timing: the runner's times add up to"),
+    "no marks": (lambda t, m: (t, []), "rejected", "timing: the candidate's runner marked no timed span"),
+    "end marked before start": (
+        lambda t, m: (t, [("timing start", m[1][1]), ("timing end", m[0][1])]),
+        "rejected",
+        "timing: the candidate's runner marked no timed span",
+    ),
+    "calls left out": (
+        lambda t, m: (dataclasses.replace(t, projections=t.projections[:-1]), m),
+        "rejected",
+        "timing: the candidate's runner timed 59 calls, not the 60 asked for",
+    ),
+    "no timing": (lambda t, m: (None, m), "rejected", "timing: the candidate's runner returned no timing"),
+    "timing raised": (
+        lambda t, m: (dataclasses.replace(t, summaries={}, runs=0, projections=(), error="raised: OOM"), m),
+        "correct",
+        "",
+    ),
+    "flags changed": (
+        lambda t, m: (dataclasses.replace(t, flags_changed="deterministic algorithms: False -> True"), m),
+        "rejected",
+        "timing: the candidate changed global numeric settings",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(TIMING_FORGERIES))
+def test_timing_replies_are_checked_against_the_reference_and_the_clock(timing_judge, tmp_path, case):
+    forge, status, fragment = TIMING_FORGERIES[case]
+    payload, blob, marks = _timed_reply(timing_judge, tmp_path / CANDIDATE_OUTPUTS, forge)
+    verdict = timing_judge.check(payload, blob, "", marks)
+    assert verdict.status == status, verdict.reason
+    assert verdict.reason.startswith(fragment), verdict.reason
+    if case == "timing raised":  # correct, but untimed: on a GPU never "faster", so never suggested
+        assert verdict.timings == {} and verdict.untimed == "not timed: raised: OOM"
+    elif status == "correct":
+        assert set(verdict.timings) == {"eager", "candidate"}
+        assert verdict.timings["candidate"]["runs"] == 60
+        assert verdict.clock["calls"] == 60 and verdict.clock["span_s"] > 60 * 0.002
 
 
 def test_an_honest_reply_is_correct(judged, tmp_path):
@@ -385,3 +549,28 @@ def test_the_judge_shuffles_and_names_calls_without_their_family():
     finally:
         a.close()
         b.close()
+
+
+# The clock check on the figures an H200 gave for relu(x + y) on two 8192 x 8192 float32 inputs:
+# feeding, flushing and projecting take ~0.9 ms a call beside a 0.19 ms kernel (eager: 0.32 ms).
+H200_REFERENCE = {"eager": {"median_ms": 0.3178, "p10_ms": 0.3166, "p90_ms": 0.3193, "runs": 936}}
+H200_REFERENCE_SPAN = 936 * (0.3178 + 0.88) / 1e3
+
+
+def test_the_clock_check_subtracts_the_harness_measured_on_the_original():
+    from runners.judge import clock_check
+
+    honest = {"median_ms": 0.1895, "p10_ms": 0.1880}
+    seen, overhead = clock_check(honest, 945, 1.029, H200_REFERENCE, H200_REFERENCE_SPAN)
+    assert 0.85e-3 < overhead < 0.91e-3 and 0.15e-3 < seen < 0.25e-3
+
+
+def test_the_clock_check_rejects_events_that_report_a_quarter():
+    from runners.judge import clock_check
+    from runners.verify import Reject
+
+    forged = {"median_ms": 0.04733, "p10_ms": 0.0470}  # patched_event.py's claim, same loop
+    with pytest.raises(Reject, match="the judge's clock saw"):
+        clock_check(forged, 945, 1.027, H200_REFERENCE, H200_REFERENCE_SPAN)
+    with pytest.raises(Reject, match="add up to at least"):
+        clock_check({"median_ms": 5.0, "p10_ms": 4.9}, 945, 1.027, H200_REFERENCE, H200_REFERENCE_SPAN)

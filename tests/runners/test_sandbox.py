@@ -18,8 +18,12 @@ TARGETS = "tests.runners.sandbox_targets"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def run(name: str, request: dict | None = None, *, timeout_s: float = 30, memory_mb: int = 2048):
-    return sandbox.run(f"{TARGETS}:{name}", request or {}, Limits(timeout_s=timeout_s, memory_mb=memory_mb))
+TESTS = [ROOT / "tests"]  # the targets' package, readable in the sandbox
+
+
+def run(name: str, request: dict | None = None, *, timeout_s: float = 30, memory_mb: int = 2048, **kw):
+    limits = Limits(timeout_s=timeout_s, memory_mb=memory_mb)
+    return sandbox.run(f"{TARGETS}:{name}", request or {}, limits, readable=TESTS, **kw)
 
 
 def _alive(pid: int) -> bool:
@@ -46,6 +50,34 @@ def _kill_if_alive(pid: int) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
+def host_pids_with(marker: str) -> list[int]:
+    """Live processes of this host whose command line carries ``marker`` (seen from outside)."""
+    found = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/cmdline", "rb") as fh:
+                if marker.encode() in fh.read() and _alive(int(name)):
+                    found.append(int(name))
+        except OSError:
+            continue
+    return found
+
+
+def find_then_return(seen: list[int], marker: str):
+    """A follow-up that records, from outside, the host pids of what the sandbox started."""
+
+    def follow(_interim):
+        deadline = time.monotonic() + 5
+        while not seen and time.monotonic() < deadline:
+            seen.extend(host_pids_with(marker))
+            time.sleep(0.05)
+        return {}
+
+    return follow
+
+
 def test_targets_module_is_importable_in_the_child():
     res = run("echo", {"n": 7})
     assert res.outcome == "ok", res.reason
@@ -56,11 +88,12 @@ def test_targets_module_is_importable_in_the_child():
     assert res.returncode == 0
 
 
-def test_isolation_list_reports_the_audit_hook():
+def test_isolation_list_reports_the_sandbox():
     res = run("echo")
     assert res.outcome == "ok", res.reason
-    assert "audit" in res.isolation
-    assert "_isolation" not in (res.payload or {})  # moved out of the payload
+    assert {"bwrap", "userns", "pidns", "netns", "read-only-system", "audit"} <= set(res.isolation)
+    assert "_isolation" not in (res.payload or {})
+    assert res.payload["pid"] == 2  # its own pid namespace: bwrap's init is 1
 
 
 # --- (a) secrets stay in the parent -------------------------------------------------------
@@ -78,13 +111,16 @@ def test_parent_os_environ_is_scrubbed(monkeypatch):
     assert token in os.environ["KERNELIZE_CANARY"]  # the parent still has it
     assert token not in json.dumps(res.payload)
     assert token not in res.stdout_tail
-    assert res.payload["ppid"] == os.getpid()
+    assert res.payload["ppid"] == 1  # bwrap's init, in the sandbox's own pid namespace
     assert set(res.payload["environ"]) <= {
         *sandbox.ENV_ALLOW,
         "HOME",
         "TMPDIR",
         "PYTHONHASHSEED",
         "PYTHONDONTWRITEBYTECODE",
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "PWD",  # bwrap's --chdir: the working directory
     }
 
 
@@ -92,14 +128,16 @@ _DRIVER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from runners import sandbox
-res = sandbox.run("tests.runners.sandbox_targets:peek_environment", {}, sandbox.Limits(60, 2048))
+res = sandbox.run("tests.runners.sandbox_targets:peek_environment", {}, sandbox.Limits(60, 2048),
+                  readable=[sys.argv[1] + "/tests"])
 print(json.dumps({"outcome": res.outcome, "reason": res.reason, "payload": res.payload,
                   "tail": res.stdout_tail, "isolation": res.isolation}))
 """
 
 
 def test_parent_proc_environ_is_unreadable():
-    """The token is in the parent's *initial* environment, which /proc/<pid>/environ shows."""
+    """The token is in the parent's *initial* environment, which /proc/<pid>/environ shows: the
+    parent is not in the sandbox's /proc, and its parent there (bwrap's init) never had it."""
     token = "canary-" + secrets.token_hex(16)
     env = {**os.environ, "KERNELIZE_CANARY": token}
     driver = subprocess.Popen(
@@ -115,9 +153,8 @@ def test_parent_proc_environ_is_unreadable():
     got = json.loads(out)
     assert got["outcome"] == "ok", got["reason"]
     payload = got["payload"]
-    assert payload["ppid"] == driver.pid  # it probed the process that holds the token
-    assert "parent_environ" not in payload
-    assert "PermissionError" in payload["parent_environ_error"]
+    assert payload["ppid"] == 1  # the parent it can see: bwrap's init, started without the token
+    assert "PATH=" in payload["parent_environ"]  # it read that environ: the token is not in it
     assert "PATH=" in payload["self_environ"]  # the probe can read an environ it may read
 
 
@@ -157,28 +194,31 @@ def test_timeout_kills_a_hung_target():
     assert 1.5 <= res.wall_s < 6
 
 
-def test_timeout_kills_grandchildren_too(tmp_path):
-    pidfile = tmp_path / "grandchild.pid"
-    res = run("spawn_then_sleep", {"pidfile": str(pidfile)}, timeout_s=3)
-    assert res.outcome == "timeout"
-    assert res.wall_s < 8
-    pid = int(pidfile.read_text())
+def test_timeout_kills_grandchildren_too():
+    marker, seen = "kz-grandchild-" + secrets.token_hex(8), []
+    res = run("spawn_then_sleep", {"marker": marker}, timeout_s=3, follow_up=find_then_return(seen, marker))
     try:
-        assert _wait_gone(pid), f"grandchild {pid} survived the timeout"
+        assert res.outcome == "timeout"
+        assert res.wall_s < 8
+        assert seen, "the grandchild was never seen running"
+        for pid in seen:
+            assert _wait_gone(pid), f"grandchild {pid} survived the timeout"
     finally:
-        _kill_if_alive(pid)
+        for pid in seen:
+            _kill_if_alive(pid)
 
 
-def test_finished_evaluation_leaves_no_processes_behind(tmp_path):
-    pidfile = tmp_path / "grandchild.pid"
-    res = run("spawn_then_return", {"pidfile": str(pidfile)})
-    pid = int(pidfile.read_text())
+def test_finished_evaluation_leaves_no_processes_behind():
+    marker, seen = "kz-grandchild-" + secrets.token_hex(8), []
+    res = run("spawn_then_return", {"marker": marker}, follow_up=find_then_return(seen, marker))
     try:
         assert res.outcome == "ok", res.reason
-        assert res.payload is not None and res.payload["grandchild"] == pid
-        assert _wait_gone(pid, within=2), f"grandchild {pid} still runs after the evaluation ended"
+        assert seen, "the grandchild was never seen running"
+        for pid in seen:
+            assert _wait_gone(pid, within=2), f"grandchild {pid} still runs after the evaluation ended"
     finally:
-        _kill_if_alive(pid)
+        for pid in seen:
+            _kill_if_alive(pid)
 
 
 # --- (d) crashes, (e) errors -------------------------------------------------------------------
@@ -286,7 +326,7 @@ def test_a_generator_target_gets_one_follow_up_from_the_parent():
         seen.append(interim)
         return {"calls": [1, 2, 3]}
 
-    res = sandbox.run(f"{TARGETS}:two_phase", {}, Limits(timeout_s=30, memory_mb=2048), follow_up=follow)
+    res = run("two_phase", follow_up=follow)
     assert res.outcome == "ok", res.reason
     assert [s["phase"] for s in seen] == [1]  # the second yield is answered with None, not asked
     assert res.payload["follow"] == {"calls": [1, 2, 3]} and res.payload["again"] is None
@@ -302,5 +342,5 @@ def test_a_follow_up_that_raises_stops_the_child_instead_of_hanging_it():
     def broken(interim):
         raise RuntimeError("the caller's bug")
 
-    res = sandbox.run(f"{TARGETS}:two_phase", {}, Limits(timeout_s=30, memory_mb=2048), follow_up=broken)
+    res = run("two_phase", follow_up=broken)
     assert res.outcome == "ok" and res.payload["follow"] is None

@@ -290,3 +290,64 @@ def test_kernelize_worker_gpus_runs_the_engine_task(redis_client: Any, tmp_path:
     lines = [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
     assert code == 0, log_path.read_text()[-4000:]
     assert any(line.get("task_id") == result.id for line in lines)  # JSON lines carry the task id
+
+
+def test_a_host_that_cannot_isolate_starts_no_worker(tmp_path: Path) -> None:
+    """``kernelize worker --gpus`` where the sandbox cannot be set up: no worker process takes a
+    task (none starts, so no broker is needed), and /healthz says why."""
+    port = _free_port()
+    env = {**os.environ, "KERNELIZE_BWRAP": "/bin/false", "KERNELIZE_BROKER_URL": "redis://127.0.0.1:1/0"}
+    log_path = tmp_path / "worker.log"
+    with log_path.open("wb") as log:
+        command = [sys.executable, "-m", "bot.cli", "worker", "--queues", "gpu", "--gpus", "0,1"]
+        proc = subprocess.Popen(
+            [*command, "--health-port", str(port)], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+    try:
+
+        def health() -> httpx.Response | None:
+            try:
+                return httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+            except httpx.HTTPError:
+                return None
+
+        response = _wait("/healthz", health)
+        time.sleep(1)  # a worker that was going to start would have by now
+        response = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5)
+        assert response.status_code == 503
+        state = response.json()
+        assert state["ok"] is False
+        assert (
+            state["isolation"] == "isolation unavailable: false exited with code 1 before the sandbox started"
+        )
+        assert [(w["gpu"], w["up"], w["pid"]) for w in state["workers"]] == [
+            ("0", False, None),
+            ("1", False, None),
+        ]
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(60)
+    assert code == 0, log_path.read_text()[-4000:]
+    assert "no worker starts: isolation unavailable" in log_path.read_text()
+
+
+def test_a_gpu_worker_that_cannot_isolate_exits_with_the_reason() -> None:
+    env = {
+        **os.environ,
+        "KERNELIZE_BWRAP": "/nonexistent/bwrap",
+        "KERNELIZE_BROKER_URL": "redis://127.0.0.1:1/0",
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "runners.worker", "--queues", "gpu"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 2, out.stderr
+    last = out.stderr.strip().splitlines()[-1]
+    assert last.startswith(
+        "kernelize: error: isolation unavailable: /nonexistent/bwrap not found (install bubblewrap); "
+        "this GPU worker runs no code from pull requests"
+    ), out.stderr
