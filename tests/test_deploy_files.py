@@ -45,10 +45,10 @@ def test_the_workflow_runs_the_readme_test_command() -> None:
     workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
     readme = (ROOT / "README.md").read_text()
     command = next(
-        line for line in readme.splitlines() if line.startswith("python3 -m venv") and "pytest" in line
+        line for line in readme.splitlines() if "python3 -m venv" in line and "pytest" in line
     )
     runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
-    assert command in runs
+    assert any(command in run.splitlines() for run in runs)
     assert command in (ROOT / ".ci/run").read_text()
     services = workflow["jobs"]["test"]["services"]
     assert {"postgres", "redis", "rabbitmq"} <= set(services)
