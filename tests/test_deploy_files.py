@@ -44,9 +44,7 @@ def test_the_manifest_asks_for_exactly_what_the_app_uses() -> None:
 def test_the_workflow_runs_the_readme_test_command() -> None:
     workflow = yaml.safe_load((ROOT / ".github/workflows/ci.yml").read_text())
     readme = (ROOT / "README.md").read_text()
-    command = next(
-        line for line in readme.splitlines() if "python3 -m venv" in line and "pytest" in line
-    )
+    command = next(line for line in readme.splitlines() if "python3 -m venv" in line and "pytest" in line)
     runs = [step.get("run", "") for step in workflow["jobs"]["test"]["steps"]]
     assert any(command in run.splitlines() for run in runs)
     assert command in (ROOT / ".ci/run").read_text()
@@ -61,6 +59,7 @@ COMPOSE = ROOT / "compose.yaml"
 # What compose.yaml needs from .env; docker compose refuses to render the file without them.
 COMPOSE_ENV = {
     "POSTGRES_PASSWORD": "pw",
+    "REDIS_PASSWORD": "0123456789abcdef",
     "KERNELIZE_WEBHOOK_SECRET": "compose-config-check-secret",
     "KERNELIZE_GITHUB_APP_ID": "1",
 }
@@ -95,11 +94,26 @@ def test_compose_config_is_valid(tmp_path: Path) -> None:
         [*compose, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=env, cwd=ROOT
     )
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    missing = {k: v for k, v in env.items() if k != "POSTGRES_PASSWORD"}
-    proc = subprocess.run(
-        [*compose, "-f", str(COMPOSE), "config", "-q"], capture_output=True, text=True, env=missing, cwd=ROOT
-    )
-    assert proc.returncode != 0 and "POSTGRES_PASSWORD" in proc.stdout + proc.stderr  # refuses, saying what
+    for secret in ("POSTGRES_PASSWORD", "REDIS_PASSWORD"):  # without either, compose refuses, saying which
+        missing = {k: v for k, v in env.items() if k != secret}
+        proc = subprocess.run(
+            [*compose, "-f", str(COMPOSE), "config", "-q"],
+            capture_output=True,
+            text=True,
+            env=missing,
+            cwd=ROOT,
+        )
+        assert proc.returncode != 0 and secret in proc.stdout + proc.stderr
+    rendered = subprocess.run(
+        [*compose, "-f", str(COMPOSE), "config"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        check=True,
+    ).stdout
+    assert "--requirepass" in rendered
+    assert "redis://redis:" not in rendered  # every broker URL carries the password
 
 
 def _stages() -> dict[str, list[str]]:
