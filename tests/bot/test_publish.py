@@ -237,6 +237,17 @@ def plan_for(reports: list[ModuleReport], device: DeviceInfo = GPU, **kw: object
     )
 
 
+def test_a_headline_says_when_torch_compile_is_faster() -> None:
+    report = scale_report()
+    best = next(c for c in report.candidates if c.id == report.best)
+    best.speedup_vs_compile = 0.58
+    body = plan_for([report]).comments[0].body
+    headline = next(line for line in body.splitlines() if line.startswith("**Kernelize**"))
+    assert "2.40x eager PyTorch but **slower than `torch.compile` (0.58x)**" in headline
+    assert "if you compile the model, keep the original" in headline
+    assert "faster than eager" not in headline
+
+
 def suggested_code(body: str) -> str:
     found = re.search(r"^(`{3,})suggestion\n(.*?)\n\1$", body, re.S | re.M)
     assert found, body
@@ -252,7 +263,7 @@ def test_a_faster_winner_becomes_one_anchored_suggestion_with_marker_and_table()
     assert c.body.startswith(suggestion_marker("models/scale.py::Scale", HEAD, sha(SCALE_CODE)))
     assert suggested_code(c.body) == SCALE_CODE.removesuffix("\n")  # exactly as verified
     assert "````suggestion" in c.body  # the docstring's ``` lengthened the fence
-    assert "2.40x faster than eager PyTorch" in c.body
+    assert "**2.40x faster than eager PyTorch**, 1.90x `torch.compile`, on NVIDIA H200." in c.body
     assert "| passed on 3 input shapes | 1.2e-06 | 0.12 | 0.095 | 0.05 | 2.40x | 1.90x |" in c.body
     assert "NVIDIA H200 · driver 550.54.15 · CUDA 12.4 · torch 2.5.1 · triton 3.1.0" in c.body
     assert "tl.dot ran in TF32" in c.body
