@@ -230,8 +230,10 @@ def time_candidate(
     clock = Clock(device)
     total = runs * rounds
     feed = Feed(sets, seed, total)
-    fn: Callable[[list[Any]], Any] = lambda a: candidate(*a)  # noqa: E731
-    extra = 2 * rounds if recheck_below_ms > 0 else 0
+
+    def fn(args: list[Any]) -> Any:
+        return candidate(*args)
+
     proj = Projector(seed, total, device)
     with torch.no_grad():
         clock.estimate_ms(fn, feed)
@@ -243,7 +245,7 @@ def time_candidate(
         rechecked = False
         if timing["median_ms"] < recheck_below_ms:
             again: list[float] = []
-            for r in range(extra):
+            for r in range(2 * rounds):
                 again += clock.samples(fn, feed, (r * runs) % total, runs, None)
             rechecked = True
             if statistics.median(again) > timing["median_ms"]:

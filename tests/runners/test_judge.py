@@ -263,7 +263,9 @@ def _timed_reply(judge: Judge, path: Path, forge: Any = None) -> tuple[dict, byt
     payload, blob = _reply(judge, path)
     plan = judge.request("candidate", CANDIDATE_OUTPUTS).timing
     assert plan is not None and plan.runs == judge.reference_timing.runs
-    sets = [[buffers.rebuild(blob_in, a.tensor, "cpu") for a in args] for args in plan.sets]
+    data = buffers.map_file(judge.inputs_path)
+    sets = [[buffers.rebuild(data, a.tensor, "cpu").clone() for a in args] for args in plan.sets]
+    data.close()
     marks: list = []
 
     def mark(name: str) -> None:
@@ -280,16 +282,6 @@ def _timed_reply(judge: Judge, path: Path, forge: Any = None) -> tuple[dict, byt
         timing, marks = forge(timing, marks)
     payload["timing"] = timing.to_dict() if timing is not None else None
     return payload, blob, marks
-
-
-blob_in: Any = None
-
-
-@pytest.fixture
-def timing_judge(timed_judge) -> Any:
-    global blob_in
-    blob_in = buffers.map_file(timed_judge.inputs_path)
-    return timed_judge
 
 
 def _scaled(factor: float) -> Any:
@@ -337,10 +329,10 @@ TIMING_FORGERIES = {
 
 
 @pytest.mark.parametrize("case", sorted(TIMING_FORGERIES))
-def test_timing_replies_are_checked_against_the_reference_and_the_clock(timing_judge, tmp_path, case):
+def test_timing_replies_are_checked_against_the_reference_and_the_clock(timed_judge, tmp_path, case):
     forge, status, fragment = TIMING_FORGERIES[case]
-    payload, blob, marks = _timed_reply(timing_judge, tmp_path / CANDIDATE_OUTPUTS, forge)
-    verdict = timing_judge.check(payload, blob, "", marks)
+    payload, blob, marks = _timed_reply(timed_judge, tmp_path / CANDIDATE_OUTPUTS, forge)
+    verdict = timed_judge.check(payload, blob, "", marks)
     assert verdict.status == status, verdict.reason
     assert verdict.reason.startswith(fragment), verdict.reason
     if case == "timing raised":  # correct, but untimed: on a GPU never "faster", so never suggested

