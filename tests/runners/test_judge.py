@@ -190,11 +190,11 @@ def test_a_planted_pyc_never_becomes_the_reference(cli, tmp_path):
 # Forged replies against a real reference run
 
 
-def _judge(grad: bool = False, timing: bool = False) -> Judge:
+def _judge(grad: bool = False, timing: bool = False, file: Path | None = None) -> Judge:
     spec = {"tensor": {"shape": [16, 100], "dtype": "float32", "dist": "normal"}}
     return Judge(
         device="cpu",
-        file=str(ROOT / "tests/problems/add_relu.py"),
+        file=str(file or ROOT / "tests/problems/add_relu.py"),
         root=None,
         class_name="Model",
         build={"source": "kernelbench", "init_args": [], "init_kwargs": {}, "inputs": [spec, spec]},
@@ -566,3 +566,78 @@ def test_the_clock_check_rejects_events_that_report_a_quarter():
         clock_check(forged, 945, 1.027, H200_REFERENCE, H200_REFERENCE_SPAN)
     with pytest.raises(Reject, match="add up to at least"):
         clock_check({"median_ms": 5.0, "p10_ms": 4.9}, 945, 1.027, H200_REFERENCE, H200_REFERENCE_SPAN)
+
+
+# Gradients the original itself makes NaN (sqrt at exact zeros, on the zero-rows family) are left
+# out of the comparison; everything else in that gradient is still held to the original's.
+SQRT_AT_ZERO = """
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, y):
+        return torch.relu(x + y) + y.abs().pow(0.5)
+
+
+def get_inputs():
+    return [torch.randn(16, 100), torch.randn(16, 100)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def _gradient_reply(judge: Judge, path: Path, nudge: bool) -> tuple[dict, bytes]:
+    """An honest runner's answers (the original in float32), with ``nudge`` one finite element of
+    input 1's gradient moved on the zero-rows call."""
+    from runners.runner import upstream_for
+
+    calls = []
+    with buffers.Writer(path) as writer:
+        for p in judge.planned:
+            x, y = (v.clone() for v in p.inputs)
+            if p.call.grad:
+                x.requires_grad_(True)
+                y.requires_grad_(True)
+            with torch.set_grad_enabled(p.call.grad):
+                out = torch.relu(x + y) + y.abs().pow(0.5)
+            grads = {}
+            if p.call.grad:
+                (up,) = upstream_for([out], p.call.upstream_seed)
+                gx, gy = torch.autograd.grad([out], [x, y], grad_outputs=[up])
+                if nudge and p.family.startswith("zero and all-negative rows"):
+                    assert not torch.isfinite(gy[0]).all() and torch.isfinite(gy[2]).all()
+                    gy = gy.clone()
+                    gy[2, 3] += 1.0
+                grads = {"input 0": writer.add(gx), "input 1": writer.add(gy)}
+            calls.append(
+                CallReply(
+                    name=p.call.name,
+                    outputs=(writer.add(out.detach()),),
+                    inputs_after=(writer.add(x.detach()), writer.add(y.detach())),
+                    grads=grads,
+                )
+            )
+    return RunReply(calls=tuple(calls)).to_dict(), path.read_bytes()
+
+
+def test_a_gradient_the_original_makes_nan_is_masked_not_skipped(tmp_path):
+    problem = tmp_path / "sqrt_at_zero.py"
+    problem.write_text(SQRT_AT_ZERO)
+    judge = _judge(grad=True, file=problem)
+    env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+    try:
+        assert judge.run_reference(Limits(120, 4096), env, None) == ""
+        payload, blob = _gradient_reply(judge, tmp_path / "honest.bin", nudge=False)
+        honest = judge.check(payload, blob, "")
+        assert honest.status == "correct", honest.reason
+        key = "zero and all-negative rows, autograd recording: gradient of input 1"
+        assert "not finite at" in honest.skipped[key] and "which are not compared" in honest.skipped[key]
+        payload, blob = _gradient_reply(judge, tmp_path / "nudged.bin", nudge=True)
+        nudged = judge.check(payload, blob, "")
+        assert nudged.status == "incorrect", nudged.reason
+        assert nudged.reason.startswith("training (zero and all-negative rows, autograd recording")
+        assert "gradient of input 1" in nudged.reason
+    finally:
+        judge.close()
