@@ -2,7 +2,7 @@
 # The CUDA proof, in one go: honesty checks on every test candidate, then timings
 # against eager and torch.compile on larger versions of the example problems.
 #
-#   OUT=/tmp/gpu-check [PART=honesty|timing] bash bench/gpu_check.sh
+#   OUT=/tmp/gpu-check [PART=honesty|timing|training] bash bench/gpu_check.sh
 #
 # Writes JSON and markdown reports under $OUT and prints the tables.
 set -u
@@ -15,7 +15,7 @@ KZ="$PY -m bot.cli run --device cuda"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing | sandbox
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing | sandbox | training | memcheck
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -155,4 +155,49 @@ for path in sys.argv[1:]:
             print(f"{m['class_name']}:{c['id']:24} sandbox={','.join(c.get('provenance', {}).get('sandbox', [])) or '-'}")
 PYEOF
 cat "$OUT"/sandbox_rmsnorm.md
+fi
+
+if [ "$PART" = training ]; then
+echo "== training timed: the template generator's kernels with their Triton backward, forward+backward against eager and torch.compile =="
+for p in rmsnorm softmax; do
+  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 \
+      --json "$OUT/training_$p.json" --markdown "$OUT/training_$p.md" --quiet
+done
+summary "$OUT"/training_rmsnorm.json "$OUT"/training_softmax.json
+$PY - "$OUT"/training_rmsnorm.json "$OUT"/training_softmax.json <<'PYEOF'
+import json, sys
+def ms(t):
+    return f"{t['median_ms']:.4g} ms (p10 {t['p10_ms']:.4g}, p90 {t['p90_ms']:.4g}, {t['runs']} runs)"
+for path in sys.argv[1:]:
+    for m in json.load(open(path))["modules"]:
+        for c in m["candidates"]:
+            print(f"--- {m['target']} {c['id']}: {c['status']}, training: {c.get('training') or '-'}")
+            for what, key in (("forward", "timings"), ("training (fwd+bwd)", "training_timings")):
+                for name, t in c.get(key, {}).items():
+                    print(f"  {what:18} {name:9} {ms(t)}")
+            x = lambda v: "-" if v is None else f"{v:.2f}x"
+            print(f"  forward:  {x(c.get('speedup_vs_eager'))} eager, {x(c.get('speedup_vs_compile'))} compile, {c.get('verdict')}")
+            print(f"  training: {x(c.get('training_speedup_vs_eager'))} eager, {x(c.get('training_speedup_vs_compile'))} compile, {c.get('training_verdict')}")
+            prov = c.get("provenance", {})
+            print(f"  judge clock: forward {prov.get('judge', {}).get('clock')}, training {prov.get('judge', {}).get('training_clock')}")
+            for key in ("compile_error", "training_compile_error", "backward_rejected"):
+                if prov.get(key):
+                    print(f"  {key}: {str(prov[key])[:300]}")
+            for note in c.get("notes", []):
+                print(f"  note: {note[:300]}")
+PYEOF
+cat "$OUT"/training_rmsnorm.md "$OUT"/training_softmax.md
+echo "== the GPU test: a template RMSNorm candidate gets training figures =="
+$PY -m pytest -q -m gpu tests/runners/test_gpu.py -k training -p no:cacheprovider
+fi
+
+if [ "$PART" = memcheck ]; then
+echo "== the chosen candidate's last checks: compute-sanitizer memcheck, then the judge's family above 2^31 elements =="
+SAN=${KERNELIZE_COMPUTE_SANITIZER:-$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)}
+"$SAN" --version || echo "compute-sanitizer: none at $SAN"
+BW=${KERNELIZE_BWRAP:-bwrap}; command -v "$BW" && "$BW" --version
+echo "CC=${CC:-unset} uid=$(id -u)"; df -h "${TMPDIR:-/tmp}" | tail -1; free -g | head -2
+$PY -c 'from runners import sandbox; print("isolation probe (cuda):", sandbox.isolation_problem("cuda") or "ok")'
+TIMEFORMAT="memcheck tests: %R s wall"; time $PY -m pytest -rA -v -m gpu tests/runners/test_gpu.py -k memory_check \
+    -p no:cacheprovider 2>&1 | tee "$OUT/memcheck_pytest.txt"
 fi

@@ -20,6 +20,7 @@ from runners.observability import JsonFormatter  # re-exported: tests and bench/
 
 if TYPE_CHECKING:
     from runners.generators import Generator
+    from runners.generators.base import Problem
 
 USER_ERROR, INTERNAL_ERROR = 2, 1
 
@@ -175,7 +176,7 @@ def _root_for(config: str | None) -> Path:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from runners import pipeline, render
+    from runners import pipeline, render, together
     from runners.discover import DiscoveryError
     from runners.inputs import ConfigError, load_module_entries
     from runners.results import RunReport, to_dict
@@ -257,10 +258,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         else (lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True))
     )
     report = RunReport(device=pipeline.describe_device(device), min_speedup=args.min_speedup)
+    by_file: dict[str, dict[str, Problem]] = {}
     for problem in problems:
-        module = pipeline.kernelize(problem, generators, settings, progress)
-        module.unavailable = dict(unavailable)
-        report.modules.append(module)
+        by_file.setdefault(problem.file, {})[problem.class_name] = problem
+    done = {}
+    for same_file in by_file.values():  # a file at a time: its suggestions are checked applied together
+        for module in together.kernelize_file(list(same_file.values()), generators, settings, progress):
+            module.unavailable = dict(unavailable)
+            done[module.target] = module
+    report.modules = [done[target] for target in dict.fromkeys(p.target for p in problems)]
 
     if args.json:
         Path(args.json).write_text(json.dumps(to_dict(report), indent=2) + "\n", encoding="utf-8")
@@ -274,7 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if gen_errors and all(is_generator_row(c) for m in report.modules for c in m.candidates):
         raise UserError(gen_errors[0].reason)
     built = [m for m in report.modules if m.status != "skipped"]
-    if not built:
+    if not built and report.modules:
         first = report.modules[0]
         print(f"\nTo make {first.target} buildable:\n\n{first.snippet}")
         raise UserError(f"{first.target}: inputs cannot be built: {first.reason}")

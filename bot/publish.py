@@ -391,7 +391,8 @@ class _ModuleView:
     """A module as the summary and the check run describe it."""
 
     m: ModuleReport
-    case: str  # suggested | summary_only | skipped | no_candidates | none_passed | no_faster | not_timed
+    # suggested | summary_only | skipped | kernelized | no_candidates | none_passed | no_faster | not_timed
+    case: str
     shown: CandidateResult | None  # the best, or the fastest correct candidate when none won
     counts: str  # "2 incorrect, 1 crashed"
     held: HeldBack | None
@@ -410,8 +411,8 @@ def _views(reports: Sequence[ModuleReport], plan: ReviewPlan | None) -> list[_Mo
             f"{n} {status.value}" for status, n in Counter(c.status for c in m.candidates).items()
         )
         held = held_back.get(m.target)
-        if m.status == "skipped":
-            case = "skipped"
+        if m.status in ("skipped", "kernelized"):
+            case = m.status
         elif m.target in posted:
             case = "suggested"
         elif best is not None:
@@ -434,6 +435,7 @@ def summary_comment(
     reports: Sequence[ModuleReport],
     head_sha: str,
     plan: ReviewPlan | None,
+    dashboard: str | None = None,
 ) -> str:
     """The sticky summary comment (find it again by ``SUMMARY_MARKER``), at most 65,536 characters.
 
@@ -449,13 +451,13 @@ def summary_comment(
     ]
     body = ""
     for level in levels:
-        body = _summary(run, views, head_sha, plan, len(views), level)
+        body = _summary(run, views, head_sha, plan, len(views), level, dashboard)
         if len(body) <= COMMENT_LIMIT:
             return body
     shown = len(views)
     while shown > 1 and len(body) > COMMENT_LIMIT:
         shown //= 2
-        body = _summary(run, views, head_sha, plan, shown, levels[-1])
+        body = _summary(run, views, head_sha, plan, shown, levels[-1], dashboard)
     return _clip(body, COMMENT_LIMIT, "summary")
 
 
@@ -475,6 +477,7 @@ def _summary(
     plan: ReviewPlan | None,
     max_modules: int,
     detail: _Detail,
+    dashboard: str | None,
 ) -> str:
     return _tidy_render(
         "comments/summary.md.j2",
@@ -488,6 +491,7 @@ def _summary(
         left_out=len(views) - min(max_modules, len(views)),
         posted=len(plan.comments) if plan else 0,
         in_summary=len(plan.summary_only) if plan else 0,
+        dashboard=dashboard,
         **detail._asdict(),
     )
 
@@ -497,6 +501,7 @@ def check_run_output(
     reports: Sequence[ModuleReport],
     plan: ReviewPlan | None,
     error: str | None = None,
+    dashboard: str | None = None,
 ) -> CheckOutput:
     """The completed check run.
 
@@ -523,6 +528,7 @@ def check_run_output(
         "posted": len(plan.comments) if plan else 0,
         "in_summary": len(plan.summary_only) if plan else 0,
         "reason_chars": 300,
+        "dashboard": dashboard,
     }
     summary = _tidy_render("checks/output.md.j2", part="summary", **context)
     text = _tidy_render("checks/output.md.j2", part="text", **context)

@@ -311,6 +311,7 @@ class SetupServer:
         self.outcome = Outcome()
         self.finished = threading.Event()
         self._lock = threading.Lock()
+        self._answered = False  # /done has been answered (once; a second visit gets 409)
         self.httpd = ThreadingHTTPServer(("127.0.0.1", options.port), self._handler())
         self.httpd.daemon_threads = True
         port = self.httpd.server_address[1]
@@ -321,7 +322,7 @@ class SetupServer:
     def done(self, query: Mapping[str, list[str]]) -> tuple[int, bytes]:
         code, state = query.get("code", [""])[-1], query.get("state", [""])[-1]
         with self._lock:
-            if self.finished.is_set():
+            if self._answered:
                 return 409, _page("Already done", "<p>This setup has finished; see the terminal.</p>")
             try:
                 if not hmac.compare_digest(state.encode(), self.state.encode()):
@@ -342,7 +343,9 @@ class SetupServer:
                     f" (the App {made['html_url']} was created: delete it and run again)" if made else ""
                 )
             finally:
-                self.finished.set()
+                # ``finished`` is set once the page is written (the handler): setting it here let
+                # the process exit while the browser still waited for the page's body.
+                self._answered = True
         if self.outcome.error:
             return 400, _page("Setup failed", f"<p>{html.escape(self.outcome.error)}</p>")
         app = self.outcome.app or {}
@@ -373,7 +376,12 @@ class SetupServer:
                 self.send_header("Cache-Control", "no-store")
                 self.send_header("Referrer-Policy", "no-referrer")
                 self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.wfile.write(body)
+                    self.wfile.flush()
+                finally:
+                    if split.path == "/done" and server._answered:
+                        server.finished.set()
 
             def log_message(self, format: str, *args: Any) -> None:
                 pass

@@ -3,8 +3,9 @@
 ``plan_pull_request`` (queue ``github``) reads the pull request and the
 repository config (from the default branch), decides whether it may run and
 what, maps the diff to the ``nn.Module`` classes it touches, packs the
-repository's Python into a bundle and fans out one ``kernelize_module`` task
-per class to the ``gpu`` queue; a chord calls ``publish_pull_request`` (queue
+repository's Python into a bundle and fans out one ``kernelize_file`` task
+per changed file to the ``gpu`` queue (its classes, and their suggestions
+checked applied together); a chord calls ``publish_pull_request`` (queue
 ``github``) with their reports. ``command`` answers ``/kernelize`` comments.
 Tasks take primitives and load the rest; GitHub credentials never leave this
 side.
@@ -33,7 +34,7 @@ from runners.celery_app import (
     COMMAND_TASK,
     GPU_QUEUE,
     INSTALLATION_TASK,
-    KERNELIZE_TASK,
+    KERNELIZE_FILE_TASK,
     PLAN_TASK,
     PUBLISH_FAILED_TASK,
     PUBLISH_TASK,
@@ -47,6 +48,7 @@ log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
 BUNDLE_TEXT_BYTES = 16 * 2**20  # Python source text per pull request; it compresses ~4x under the bundle cap
 OUTDATED_MARKER = "<!-- kernelize:outdated -->"
+APPLIED_MARKER = "<!-- kernelize:applied -->"
 WAIT_RETRY_S = 60.0
 
 
@@ -358,6 +360,7 @@ def plan_pull_request(
         what = "matches your targets" if targets else "was changed in this pull request"
         _tell(client, owner, repo, number, comment_id, f"No `nn.Module` class {what}.", failed=bool(targets))
         return {"skipped": "no nn.Module class changed"}
+    found, kernelized = _already_kernelized(owner, repo, number, found, sources)
     over = found[config.max_modules :]
     found = found[: config.max_modules]
 
@@ -450,21 +453,25 @@ def plan_pull_request(
         _finish(job_id, "failed", detail=str(exc))
         _tell(client, owner, repo, number, comment_id, f"Kernelize could not start: {exc}", failed=True)
         return {"failed": str(exc)}
+    # One GPU task per file: its classes' suggestions are checked applied together there.
+    by_file: dict[str, list[str]] = {}
+    for t in found:
+        by_file.setdefault(t["path"], []).append(t["class_name"])
     header = [
         app.signature(
-            KERNELIZE_TASK,
+            KERNELIZE_FILE_TASK,
             kwargs={
                 "request": {
                     **engine,
                     "bundle": bundle,
-                    "rel_path": t["path"],
-                    "class_name": t["class_name"],
+                    "rel_path": path,
+                    "class_names": names,
                     "modules": config.modules,
                 }
             },
             queue=GPU_QUEUE,
         )
-        for t in found
+        for path, names in by_file.items()
     ]
     task_ids = [str(sig.freeze().id) for sig in header]
     with _sessions()() as session, session.begin():
@@ -489,7 +496,11 @@ def plan_pull_request(
         "when_nothing_found": config.comment.when_nothing_found,
         "min_speedup": engine["min_speedup"],
         "private": pull.private,
+        "kernelized": kernelized,
     }
+    if not header:  # every changed class is an applied suggestion, unchanged: nothing to run
+        publish_pull_request([], context)
+        return {"modules": 0, "kernelized": len(kernelized), "check_run_id": check_run_id, "job_id": job_id}
     run_chord(app, header, context)
     log.info("planned %d module(s) for %s/%s#%d at %s", len(found), owner, repo, number, head_sha[:7])
     return {"modules": len(found), "check_run_id": check_run_id, "job_id": job_id}
@@ -542,24 +553,63 @@ def _finish(job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = 
 # Publishing
 
 
+def _applied_comments(owner: str, repo: str, number: int) -> dict[int, str]:
+    """Review comment id → the sha that applied it, for this PR's applied (or merged) suggestions."""
+    try:
+        with _sessions()() as session:
+            found = tracking.applied_comments(session, f"{owner}/{repo}", number)
+    except SQLAlchemyError as exc:
+        log.error("could not look up applied suggestions of %s/%s#%d: %s", owner, repo, number, exc)
+        return {}
+    return found
+
+
+def _as_applied(body: str, sha: str) -> str:
+    """A suggestion comment once applied: its evidence kept, its code no longer a suggestion
+    (nothing to apply twice), and a line saying so first."""
+    kept = body.replace("```suggestion", "```python")
+    where = f" in `{sha[:7]}`" if sha else ""
+    head = f"**Applied ✓**{where}: this code is in the pull request now. What it was verified as:"
+    return f"{head}\n\n{kept}\n{APPLIED_MARKER}"
+
+
 def _mark_outdated(client: InstallationClient, owner: str, repo: str, number: int, head_sha: str) -> int:
-    """Our reviews for other shas lose their suggestions (so nobody applies stale code); return how many."""
+    """Our reviews for other shas: a suggestion that was applied says so and keeps its evidence; the
+    others lose their code (so nobody applies stale code). Returns how many reviews were marked."""
     marked = 0
+    applied: dict[int, str] | None = None
     for review in client.reviews(owner, repo, number):
         if (
             review.commit_id == head_sha
             or OUTDATED_MARKER in review.body
+            or APPLIED_MARKER in review.body
             or "kernelize:review" not in review.body
         ):
             continue
+        if applied is None:
+            applied = _applied_comments(owner, repo, number)
         note = (
             f"**Outdated:** this review was for `{review.commit_id[:7]}`; the pull request has moved on to "
             f"`{head_sha[:7]}`, and Kernelize's summary comment has the current results."
         )
+        kinds = set()
         for line in client.review_comments(owner, repo, number, review.id):
-            if "```suggestion" in line.body and OUTDATED_MARKER not in line.body:
+            if "```suggestion" not in line.body or OUTDATED_MARKER in line.body:
+                continue
+            if line.id in applied:
+                client.edit_review_comment(owner, repo, line.id, _as_applied(line.body, applied[line.id]))
+                kinds.add("applied")
+            else:
                 client.edit_review_comment(owner, repo, line.id, f"{note}\n{OUTDATED_MARKER}")
-        client.update_review(owner, repo, number, review.id, f"{note}\n{OUTDATED_MARKER}\n\n{review.body}")
+                kinds.add("outdated")
+        if kinds == {"applied"}:
+            head = f"**Applied ✓:** this review's suggestions are in the pull request (`{head_sha[:7]}`)."
+            client.update_review(owner, repo, number, review.id, f"{head}\n{APPLIED_MARKER}\n\n{review.body}")
+        else:
+            if "applied" in kinds:
+                note += " Its suggestions marked **Applied ✓** are in the pull request."
+            body = f"{note}\n{OUTDATED_MARKER}\n\n{review.body}"
+            client.update_review(owner, repo, number, review.id, body)
         marked += 1
     return marked
 
@@ -681,6 +731,65 @@ def track(
     return {"change": change, "unknown": True}
 
 
+def _already_kernelized(
+    owner: str, repo: str, number: int, found: list[dict[str, Any]], sources: dict[str, str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """``found`` split into the classes to run and those that are a suggestion applied earlier,
+    unchanged (what was verified is what is there: not run again). A database that cannot answer
+    runs everything."""
+    try:
+        with _sessions()() as session:
+            run, done = [], []
+            for t in found:
+                s = tracking.applied_here(
+                    session, f"{owner}/{repo}", number, t["path"], t["class_name"], sources[t["path"]]
+                )
+                if s is None:
+                    run.append(t)
+                    continue
+                done.append(
+                    {
+                        "target": f"{t['path']}::{t['class_name']}",
+                        "applied_sha": s.applied_sha or "",
+                        "verified_sha": s.head_sha,
+                        "gpu": s.gpu,
+                        "speedup_eager": s.speedup_eager,
+                        "speedup_compile": s.speedup_compile,
+                        "comment_url": s.comment_url,
+                    }
+                )
+            return run, done
+    except SQLAlchemyError as exc:
+        log.error("could not look up applied suggestions of %s/%s#%d: %s", owner, repo, number, exc)
+        return found, []
+
+
+def _kernelized_report(k: dict[str, Any]) -> ModuleReport:
+    """An applied suggestion, unchanged in the file: what it was verified as."""
+    path, _, cls = k["target"].rpartition("::")
+    speed = ", ".join(
+        f"{v:.2f}x {name}"
+        for name, v in (("eager", k.get("speedup_eager")), ("torch.compile", k.get("speedup_compile")))
+        if v is not None
+    )
+    where = f" on {k['gpu']}" if k.get("gpu") else ""
+    evidence = f"; {speed}{where}" if speed else where
+    applied = f" in `{k['applied_sha'][:7]}`" if k.get("applied_sha") else ""
+    link = f" ([the suggestion]({k['comment_url']}))" if k.get("comment_url") else ""
+    report = ModuleReport(target=k["target"], file=path, class_name=cls, status="kernelized")
+    report.reason = (
+        f"Already kernelized ✓: Kernelize's suggestion, applied{applied}, is in the file unchanged"
+        f"{link}. It was verified on `{k['verified_sha'][:7]}`{evidence}; not run again"
+    )
+    return report
+
+
+def _dashboard_url(owner: str, repo: str) -> str | None:
+    """The repository's dashboard page, where the service has a public address."""
+    base = _settings().public_url
+    return f"{base.rstrip('/')}/repos/{owner}/{repo}" if base else None
+
+
 def _over_limit(targets: Sequence[str], limit: int) -> list[ModuleReport]:
     out = []
     for target in targets:
@@ -696,12 +805,13 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     owner, repo, number, head_sha = context["owner"], context["repo"], context["number"], context["head_sha"]
     client = _client(context["installation_id"])
     comment_id = context.get("comment_id")
-    reports = [module_from_dict(r["module"]) for r in results]
+    reports = [module_from_dict(m) for r in results for m in r["modules"]]
     gpu_seconds = sum(c.wall_s or 0.0 for m in reports for c in m.candidates)
     job_id = context.get("job_id")
     if job_id is not None and _finish(job_id, "done", gpu_seconds=gpu_seconds) == "cancelled":
         return {"cancelled": True}
     reports += _over_limit(context.get("over", []), int(context.get("max_modules", 0)))
+    reports += [_kernelized_report(k) for k in context.get("kernelized", [])]
     device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
     min_speedup = float(context.get("min_speedup") or _settings().min_speedup)
     run = RunReport(device=device, modules=reports, min_speedup=min_speedup)
@@ -728,11 +838,12 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
         review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments, marker)
     if plan.suggestions:
         _record_suggestions(client, context, plan, reports, winners, device, marker)
-    summary = publish.summary_comment(run, reports, head_sha, plan)
+    dashboard = _dashboard_url(owner, repo)
+    summary = publish.summary_comment(run, reports, head_sha, plan, dashboard)
     # Nothing to say: no new comment unless configured (an earlier summary is still brought up to date).
     speak = bool(winners) or context.get("when_nothing_found") == "summary" or comment_id is not None
     summary_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary, create=speak)
-    out = publish.check_run_output(run, reports, plan)
+    out = publish.check_run_output(run, reports, plan, dashboard=dashboard)
     client.update_check_run(
         owner, repo, context["check_run_id"], conclusion=out.conclusion, output=out.as_output()
     )

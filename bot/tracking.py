@@ -77,6 +77,35 @@ def move(
     return True
 
 
+def applied_comments(session: Session, repository: str, number: int) -> dict[int, str]:
+    """Review comment id → the sha that applied it, for the PR's applied or merged suggestions."""
+    query = select(Suggestion).where(
+        Suggestion.repository == repository,
+        Suggestion.pull_number == number,
+        Suggestion.status.in_(("applied", "merged")),
+        Suggestion.comment_id.is_not(None),
+    )
+    return {int(s.comment_id): s.applied_sha or "" for s in session.execute(query).scalars() if s.comment_id}
+
+
+def applied_here(
+    session: Session, repository: str, number: int, path: str, class_name: str, text: str
+) -> Suggestion | None:
+    """The applied suggestion whose code ``text`` (the file at the head) still holds in full, with
+    ``class_name``'s lines all inside it: the class is Kernelize's verified code, unchanged."""
+    current = class_source(text, path, class_name)
+    if current is None:
+        return None
+    held, cls = normalized(text), normalized(current)
+    for s in open_suggestions(session, repository, number):
+        if s.status != "applied" or s.path != path or s.class_name != class_name:
+            continue
+        code = normalized(s.code)
+        if code in held and cls in code:
+            return s
+    return None
+
+
 # ---------------------------------------------------------------------------
 # Recording
 

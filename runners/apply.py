@@ -9,18 +9,38 @@ the class. Two rules keep that a drop-in:
   class call the second one's launcher) and no helper shadows a name the file defines;
 - :func:`check_applied` applies it to the file's text and checks that every other top-level
   definition is still there, unchanged, and bound only once: nothing the suggestion adds rebinds
-  a name the rest of the file uses.
+  a name the rest of the file uses;
+- :func:`check_applied_together` does the same for every suggestion of one file at once: the file
+  as it will be once all of them are applied (runners/together.py verifies it again).
 """
 
 from __future__ import annotations
 
 import ast
 import io
+import itertools
 import tokenize
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass
 
 
 class ApplyError(ValueError):
-    """Applying the suggestion would change the file beyond the class; the message says how."""
+    """Applying the suggestion would change the file beyond the class; the message says how.
+    ``classes``: the classes whose suggestions are at fault, in file order (empty for one)."""
+
+    def __init__(self, message: str, classes: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.classes = classes
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One class's suggested code and the lines of the file it replaces (1-based, inclusive)."""
+
+    class_name: str
+    lineno: int
+    end_lineno: int
+    code: str
 
 
 def _bound(node: ast.stmt) -> list[str]:
@@ -121,17 +141,9 @@ def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, cla
     """The file after applying ``code`` over the class's lines, checked; ApplyError when it would
     change, drop or rebind anything but the class."""
     after = applied(file_source, lineno, end_lineno, code)
-    try:
-        new_tree = ast.parse(after)
-    except SyntaxError as exc:
-        raise ApplyError(f"the file would not parse after applying (line {exc.lineno}: {exc.msg})") from None
-    old = [n for n in ast.parse(file_source).body if class_name not in _bound(n)]
+    old = _unchanged(file_source, after, {class_name}, "applying")
     added = ast.parse(code).body
     kept = {ast.dump(n) for n in old}
-    for node in old:
-        if not any(ast.dump(n) == ast.dump(node) for n in new_tree.body):
-            name = ", ".join(_bound(node)) or type(node).__name__
-            raise ApplyError(f"applying would change or drop the file's {name} (line {node.lineno})")
     old_names = {n for node in old for n in _bound(node)}
     old_imports = {k: v for node in old for k, v in _import_targets(node).items()}
     for node in added:
@@ -145,4 +157,75 @@ def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, cla
                 raise ApplyError(
                     f"the suggestion's line {node.lineno} rebinds {name}, which the rest of the file defines"
                 )
+    return after
+
+
+def _unchanged(file_source: str, after: str, class_names: Collection[str], doing: str) -> list[ast.stmt]:
+    """The file's top-level statements other than ``class_names``, each checked to be in ``after``
+    as it was; ApplyError (``doing`` says what would break it) when ``after`` does not parse or one
+    is changed or gone."""
+    try:
+        new_tree = ast.parse(after)
+    except SyntaxError as exc:
+        raise ApplyError(f"the file would not parse after {doing} (line {exc.lineno}: {exc.msg})") from None
+    old = [n for n in ast.parse(file_source).body if not set(_bound(n)) & set(class_names)]
+    new = {ast.dump(n) for n in new_tree.body}
+    for node in old:
+        if ast.dump(node) not in new:
+            name = ", ".join(_bound(node)) or type(node).__name__
+            raise ApplyError(f"{doing} would change or drop the file's {name} (line {node.lineno})")
+    return old
+
+
+def _bindings(code: str) -> dict[str, tuple[int, str | None]]:
+    """Each top-level name ``code`` binds: the line that first binds it, and the dotted thing every
+    binding of it imports (None when anything but such an import binds it)."""
+    out: dict[str, tuple[int, str | None]] = {}
+    for node in ast.parse(code).body:
+        imported = _import_targets(node)
+        for name in _bound(node):
+            line, target = out.get(name, (node.lineno, imported.get(name)))
+            out[name] = (line, target if target == imported.get(name) else None)
+    return out
+
+
+def check_applied_together(file_source: str, suggestions: Sequence[Suggestion]) -> str:
+    """The file with every suggestion applied at once, checked: no two replace the same lines, each
+    passes :func:`check_applied` on its own, no two bind the same top-level name (but for imports
+    of the same thing: the file ends up importing it twice, harmlessly), and the rest of the file
+    stays as it was. ApplyError says why not; its ``classes`` name the suggestions at fault, the
+    later one in the file last (the one to leave out)."""
+    ordered = sorted(suggestions, key=lambda s: s.lineno)
+    for a, b in itertools.pairwise(ordered):
+        if b.lineno <= a.end_lineno:
+            raise ApplyError(
+                f"the suggestions for {a.class_name} (lines {a.lineno}-{a.end_lineno}) and "
+                f"{b.class_name} (lines {b.lineno}-{b.end_lineno}) replace overlapping lines",
+                (a.class_name, b.class_name),
+            )
+    for s in ordered:
+        try:
+            check_applied(file_source, s.lineno, s.end_lineno, s.code, s.class_name)
+        except ApplyError as exc:
+            raise ApplyError(f"the suggestion for {s.class_name}: {exc}", (s.class_name,)) from None
+    first: dict[str, tuple[Suggestion, int, str | None]] = {}
+    for s in ordered:
+        for name, (line, target) in _bindings(s.code).items():
+            other, other_line, other_target = first.setdefault(name, (s, line, target))
+            if other is s or (target is not None and target == other_target):
+                continue
+            raise ApplyError(
+                f"the suggestion for {s.class_name} binds {name} (its line {line}), and so does the "
+                f"suggestion for {other.class_name} (its line {other_line}): applied together, "
+                f"{s.class_name}'s would replace {other.class_name}'s",
+                (other.class_name, s.class_name),
+            )
+    after = file_source
+    for s in reversed(ordered):  # bottom-up: the lines of the suggestions above stay where they were
+        after = applied(after, s.lineno, s.end_lineno, s.code)
+    classes = tuple(s.class_name for s in ordered)
+    try:
+        _unchanged(file_source, after, classes, f"applying the suggestions for {' and '.join(classes)}")
+    except ApplyError as exc:
+        raise ApplyError(str(exc), classes) from None
     return after

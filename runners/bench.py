@@ -8,6 +8,10 @@ percentiles are kept: a speedup counts only when it clears the minimum and the s
 overlap. Everything measured here is a claim the judge cross-checks (``runners/judge.py``): the
 projection of every timed call's outputs against the reference's, and the times against its own
 clock between the runner's ``timing start`` and ``timing end`` marks.
+
+Training is timed the same way (``training=True``): each timed call is forward and backward on fresh
+leaves (:class:`TrainingFeed`, :func:`training_step`), its gradients projected, between the
+``training timing start`` and ``training timing end`` marks.
 """
 
 from __future__ import annotations
@@ -30,6 +34,12 @@ TARGET_MS_PER_ROUND = 100.0
 CPU_RUNS = 20  # per round on the CPU (tests of the protocol: the figures mean nothing there)
 MIN_RUNS, MAX_RUNS = 10, 2000
 RECHECK_SPEEDUP = 10.0
+
+
+def span_marks(training: bool) -> tuple[str, str]:
+    """The marks a runner sends around a timed span, by the sandbox's clock."""
+    what = "training timing" if training else "timing"
+    return f"{what} start", f"{what} end"
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -72,6 +82,106 @@ class Feed:
                 if buf.is_floating_point():
                     buf.mul_(self.scales[i])
         return self.slot
+
+
+def grad_leaves(args: list[Any]) -> list[Any]:
+    """The floating tensors of ``args`` as new leaves that require grad (same memory, no copy)."""
+    return [
+        a.detach().requires_grad_(True) if isinstance(a, torch.Tensor) and a.is_floating_point() else a
+        for a in args
+    ]
+
+
+def trained_parameters(module: torch.nn.Module) -> list[torch.nn.Parameter]:
+    """The floating parameters by name (the same order in every runner), each requiring grad."""
+    params = [p for _, p in sorted(module.named_parameters()) if p.is_floating_point()]
+    for p in params:
+        p.requires_grad_(True)
+    return params
+
+
+class TrainingFeed(Feed):
+    """A training step's arguments for call ``i``: the fed inputs (:class:`Feed`) as fresh leaves
+    that require grad and the upstream gradient, fed the same way from ``upstream_sets`` (one
+    normal draw per input set, from the judge's seed: :func:`upstream_sets`), with every
+    parameter's gradient cleared (as ``zero_grad`` does), all outside the timed span."""
+
+    def __init__(
+        self,
+        sets: list[list[Any]],
+        seed: int,
+        total: int,
+        params: list[torch.nn.Parameter],
+        upstream: list[list[Any]],
+    ) -> None:
+        super().__init__(sets, seed, total)
+        self.params = params
+        self.upstream = Feed(upstream, seed + 1, total)
+
+    def __call__(self, i: int) -> list[Any]:
+        for p in self.params:
+            p.grad = None
+        return [grad_leaves(super().__call__(i)), self.upstream(i)]
+
+
+def upstream_sets(fn: Callable[..., Any], sets: list[list[Any]], seed: int) -> list[list[Any]]:
+    """One upstream gradient per input set, in the shapes of what ``fn`` returns with autograd
+    recording (a call made for this, not timed): normal draws from ``seed + 2 + k`` on the CPU
+    (``runners.runner.upstream_for``), so every runner draws the same numbers."""
+    from runners.runner import upstream_for
+    from runners.verify import flatten
+
+    with torch.enable_grad():
+        outs = [o.detach().requires_grad_(o.requires_grad) for o in flatten(fn(*grad_leaves(sets[0])))]
+    if not any(o.requires_grad and o.is_floating_point() for o in outs):
+        raise ValueError("no output requires grad: there is no backward to time")
+    return [upstream_for(outs, seed + 2 + k) for k in range(len(sets))]
+
+
+def training_step(
+    fn: Callable[..., Any], params: list[torch.nn.Parameter], device: str
+) -> Callable[[list[Any]], list[torch.Tensor]]:
+    """One timed training call on what :class:`TrainingFeed` gives: forward, then backward from the
+    upstream gradient into ``.grad`` (as ``loss.backward()`` does); it returns the gradients of
+    the inputs that require grad, then of the parameters (a zero for one that got none)."""
+    from runners.verify import flatten
+
+    none = torch.zeros((), device=device)
+
+    def step(fed: list[Any]) -> list[torch.Tensor]:
+        args, ups = fed
+        outs = flatten(fn(*args))
+        pairs = [(o, u) for o, u in zip(outs, ups, strict=True) if u is not None]
+        torch.autograd.backward([o for o, _ in pairs], [u for _, u in pairs])
+        leaves = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+        return [w.grad if w.grad is not None else none for w in [*leaves, *params]]
+
+    return step
+
+
+def _on_fed(fn: Callable[..., Any]) -> Callable[[list[Any]], Any]:
+    def call(args: list[Any]) -> Any:
+        return fn(*args)
+
+    return call
+
+
+def _timed(
+    named: dict[str, Callable[..., Any]],
+    module: torch.nn.Module,
+    sets: list[list[Any]],
+    seed: int,
+    device: str,
+    training: bool,
+) -> tuple[dict[str, Callable[[list[Any]], Any]], Callable[[int], Feed]]:
+    """What a timing loop calls, by name, on fed arguments, and the feed for ``total`` calls: each
+    of ``named`` on the fed inputs, or with ``training`` each as a training step."""
+    if not training:
+        return {k: _on_fed(f) for k, f in named.items()}, lambda total: Feed(sets, seed, total)
+    params = trained_parameters(module)
+    ups = upstream_sets(next(iter(named.values())), sets, seed)
+    fns = {k: training_step(f, params, device) for k, f in named.items()}
+    return fns, lambda total: TrainingFeed(sets, seed, total, params, ups)
 
 
 class Projector:
@@ -181,29 +291,32 @@ def time_reference(
     rounds: int,
     device: str,
     mark: Callable[[str], None],
+    training: bool = False,
 ) -> dict[str, Any]:
     """The reference runner's timing: eager (and torch.compile) on the fed sequence, eager's
-    outputs projected with their quadratic sizes. The calls per round follow eager's estimate;
-    a candidate is then timed on the same number of calls."""
+    outputs (with ``training``, its gradients) projected with their quadratic sizes. The calls
+    per round follow eager's estimate; a candidate is then timed on the same number of calls."""
     clock = Clock(device)
-    fns: dict[str, Callable[[list[Any]], Any]] = {"eager": lambda a: module(*a)}
+    named: dict[str, Callable[..., Any]] = {"eager": module}
     if compiled is not None:
-        fns["compile"] = lambda a: compiled(*a)
-    with torch.no_grad():
-        probe = Feed(sets, seed, 1)
+        named["compile"] = compiled
+    start, end = span_marks(training)
+    with torch.set_grad_enabled(training):
+        fns, feed_for = _timed(named, module, sets, seed, device, training)
+        probe = feed_for(1)
         runs = runs_for(clock.estimate_ms(fns["eager"], probe), device)
         for name in fns:
             if name != "eager":
                 clock.estimate_ms(fns[name], probe)
-        feed = Feed(sets, seed, runs * rounds)
+        feed = feed_for(runs * rounds)
         proj = Projector(seed, runs * rounds, device, quadratic=True)
         samples: dict[str, list[float]] = {name: [] for name in fns}
-        mark("timing start")
+        mark(start)
         for r in range(rounds):
             for name, fn in fns.items():
                 samples[name] += clock.samples(fn, feed, r * runs, runs, proj if name == "eager" else None)
         clock.sync()
-        mark("timing end")
+        mark(end)
     assert proj.quad is not None
     return {
         "summaries": {name: summarize(s) for name, s in samples.items()},
@@ -223,21 +336,22 @@ def time_candidate(
     recheck_below_ms: float,
     device: str,
     mark: Callable[[str], None],
+    training: bool = False,
 ) -> dict[str, Any]:
-    """The candidate's timing on the reference's sequence: every timed call's outputs projected.
-    Too good to believe at once (a median below ``recheck_below_ms``): timed again, twice as
-    long, the slower figure kept."""
+    """The candidate's timing on the reference's sequence: every timed call's outputs (with
+    ``training``, its gradients) projected. Too good to believe at once (a median below
+    ``recheck_below_ms``): timed again, twice as long, the slower figure kept."""
     clock = Clock(device)
     total = runs * rounds
-    feed = Feed(sets, seed, total)
-
-    def fn(args: list[Any]) -> Any:
-        return candidate(*args)
-
-    proj = Projector(seed, total, device)
-    with torch.no_grad():
+    start, end = span_marks(training)
+    # The same harness work per call as the reference's (its squared norm too), so the harness
+    # cost the judge measures on the original's runner is this runner's too.
+    proj = Projector(seed, total, device, quadratic=True)
+    with torch.set_grad_enabled(training):
+        fns, feed_for = _timed({"candidate": candidate}, candidate, sets, seed, device, training)
+        fn, feed = fns["candidate"], feed_for(total)
         clock.estimate_ms(fn, feed)
-        mark("timing start")
+        mark(start)
         samples: list[float] = []
         for r in range(rounds):
             samples += clock.samples(fn, feed, r * runs, runs, proj)
@@ -252,7 +366,7 @@ def time_candidate(
                 timing = summarize(again)
             timing["calls"] = len(samples) + len(again)
         clock.sync()
-        mark("timing end")
+        mark(end)
     timing.setdefault("calls", len(samples))
     return {
         "summaries": {"candidate": timing},
@@ -263,13 +377,21 @@ def time_candidate(
 
 
 def compile_baseline(
-    reference: torch.nn.Module, args: list[Any]
+    reference: torch.nn.Module, args: list[Any], training: bool = False
 ) -> tuple[Callable[..., Any] | None, str | None]:
-    """``torch.compile`` of the original, compiled and run once; or None and why it failed."""
+    """``torch.compile`` of the original, compiled and run once (with ``training``, forward and
+    backward: both compiled); or None and why it failed."""
     try:
         compiled = torch.compile(reference)
-        with torch.no_grad():
-            compiled(*args)
+        if training:
+            params = trained_parameters(reference)
+            ups = upstream_sets(compiled, [args], 0)[0]
+            training_step(compiled, params, "cuda")([grad_leaves(args), ups])
+            for p in params:
+                p.grad = None
+        else:
+            with torch.no_grad():
+                compiled(*args)
         torch.cuda.synchronize()
         return compiled, None
     except Exception as exc:  # a baseline that does not compile is a note, not a failure

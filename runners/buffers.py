@@ -57,7 +57,7 @@ class Writer:
         start = self._pos
         if n:
             flat = plain.as_strided((n,), (1,), 0).cpu().contiguous()
-            data = flat.view(torch.uint8).numpy().tobytes()
+            data = flat.view(torch.uint8).numpy().data  # the tensor's own memory: no copy of GiBs
             self._fh.write(data)
             self._pos += len(data)
         return TensorRef(

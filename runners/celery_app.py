@@ -19,7 +19,8 @@ GITHUB_QUEUE, GPU_QUEUE = "github", "gpu"
 PLAN_TASK = "kernelize.plan_pull_request"
 PUBLISH_TASK = "kernelize.publish_pull_request"
 PUBLISH_FAILED_TASK = "kernelize.publish_failed"  # a chord's error callback: a module's task failed
-KERNELIZE_TASK = "kernelize.kernelize_module"
+KERNELIZE_TASK = "kernelize.kernelize_module"  # one class
+KERNELIZE_FILE_TASK = "kernelize.kernelize_file"  # the changed classes of one file, checked together
 COMMAND_TASK = "kernelize.command"
 INSTALLATION_TASK = "kernelize.installation"
 TRACK_TASK = "kernelize.track"
@@ -31,6 +32,7 @@ TASK_ROUTES = {
     PUBLISH_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_FAILED_TASK: {"queue": GITHUB_QUEUE},
     KERNELIZE_TASK: {"queue": GPU_QUEUE},
+    KERNELIZE_FILE_TASK: {"queue": GPU_QUEUE},
 }
 # Seconds to wait for a broker socket: the web process must answer GitHub within 10 s.
 CONNECT_TIMEOUT_S = 2

@@ -43,6 +43,23 @@ TRITON = "_forward_triton"
 EAGER = "_forward_eager"
 
 
+KERNELIZED = (
+    "Already kernelized: it has Kernelize's layout (`_forward_triton` beside the original "
+    "`_forward_eager`), so there is nothing to generate. A suggestion applied unchanged is "
+    "recognised on the pull request; code edited since is not verified by Kernelize"
+)
+
+
+def is_kernelized(source: str, class_name: str) -> bool:
+    """Whether top-level ``class_name`` in ``source`` already has the layout
+    :func:`with_eager_path` gives (both paths beside a dispatching ``forward``)."""
+    try:
+        cls = _top_class(ast.parse(source), class_name, "the file")
+    except (SyntaxError, FallbackError):
+        return False
+    return all(_method(cls, name) is not None for name in ("forward", TRITON, EAGER))
+
+
 class FallbackError(ValueError):
     """The original computation cannot be carried into the candidate; the message says why."""
 

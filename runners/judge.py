@@ -65,6 +65,22 @@ LARGE_CALL_BYTES = 256 * 2**20
 OTHER_WEIGHTS = "normal, other weights"
 TIMING_SETS = 2  # input sets the timed calls alternate between (each call scaled afresh)
 TIMING_SIGMAS = 6.0  # an honest projection stays within this many standard deviations
+CLOCK_SLACK = 1.5  # the judge's clock may see this much more per call than claimed (plus 50 us)
+# How the judge's findings on a candidate's timed training steps begin: a wrong gradient there is
+# a wrong backward ("training (" is what runners/pipeline.py falls back to the original path on).
+TRAINING_TIMED = "training (timed forward+backward)"
+
+
+@dataclass
+class Timed:
+    """Timing, once checked: eager and torch.compile from the reference runner, the candidate's own
+    (``calls`` left out), the judge's view of the timed span; or why it went untimed."""
+
+    timings: dict[str, dict[str, float]] = field(default_factory=dict)
+    rechecked: bool = False
+    clock: dict[str, float] = field(default_factory=dict)
+    untimed: str = ""
+    compile_error: str = ""  # why the reference runner could not time torch.compile
 
 
 @dataclass
@@ -88,6 +104,8 @@ class Verdict:
     compile_error: str = ""
     clock: dict[str, float] = field(default_factory=dict)  # the judge's own view of the timed span
     untimed: str = ""  # why a candidate that passed was not timed
+    # Forward and backward, for a candidate asked to time training (``Judge.request``).
+    training_timing: Timed = field(default_factory=Timed)
 
 
 # ---------------------------------------------------------------------------
@@ -258,7 +276,10 @@ class Judge:
         seed: int | None = None,
         timing: bool = False,
         compile_baseline: bool = False,
+        time_training: bool = False,
     ) -> None:
+        """``time_training`` (with ``timing`` and ``grad``): the reference also times training
+        steps (forward and backward), for the candidates that bring their own backward."""
         self.device = device
         self.file, self.root, self.class_name, self.build = file, root, class_name, build
         self.dtype = dtype
@@ -278,6 +299,7 @@ class Judge:
         rng = random.Random(self.seed + 1)
         self._written: list[torch.Tensor] = []  # every tensor in the inputs file, in order
         self.timing: TimingPlan | None = None
+        self.training_timing: TimingPlan | None = None
         with buffers.Writer(self.inputs_path) as writer:
 
             def arg(v: Any) -> Arg:
@@ -302,9 +324,15 @@ class Judge:
                     for _ in range(TIMING_SETS)
                 )
                 self.timing = TimingPlan(sets=sets, seed=rng.randrange(2**31), compile=compile_baseline)
+                if grad and time_training:  # the same input sets, other scales, weights and upstreams
+                    self.training_timing = dataclasses.replace(
+                        self.timing, seed=rng.randrange(2**31), training=True
+                    )
         self.inputs_path.chmod(0o444)
         self.inputs_sha256 = buffers.sha256_file(self.inputs_path)
         self.reference_timing: TimingReply | None = None
+        self.reference_training: TimingReply | None = None
+        self.training_asked = False  # whether the last candidate request asked for training timing
         self.reference_marks: list[tuple[str, float]] = []
         self.reference: dict[str, CallReply] = {}
         self._reference_blob: Any = b""
@@ -314,16 +342,15 @@ class Judge:
 
     # -- requests --------------------------------------------------------------
 
-    def request(self, role: str, outputs_name: str) -> RunRequest:
+    def request(self, role: str, outputs_name: str, training: bool = False) -> RunRequest:
+        """What a runner is asked. A candidate with ``training`` (its training path is its own
+        backward) also times training steps, on the reference's terms."""
         self._restore_inputs()
-        timing = self.timing
-        if timing is not None and role == "candidate":
-            ref = self.reference_timing
-            if ref is None or not ref.runs or "eager" not in ref.summaries:
-                timing = None  # no baseline to hold it to: untimed
-            else:  # the reference's number of calls; too good to believe: timed again
-                below = ref.summaries["eager"]["median_ms"] / bench.RECHECK_SPEEDUP
-                timing = dataclasses.replace(timing, runs=ref.runs, compile=False, recheck_below_ms=below)
+        timing, training_timing = self.timing, self.training_timing
+        if role == "candidate":
+            timing = _candidate_plan(timing, self.reference_timing)
+            training_timing = _candidate_plan(training_timing, self.reference_training) if training else None
+            self.training_asked = training
         return RunRequest(
             role=role,
             device=self.device,
@@ -337,6 +364,7 @@ class Judge:
             dtype=self.dtype,
             outputs_name=outputs_name,
             timing=timing,
+            training_timing=training_timing,
         )
 
     def _restore_inputs(self) -> None:
@@ -382,6 +410,7 @@ class Judge:
             return reply.error
         self.reference = {c.name: c for c in reply.calls}
         self.reference_timing, self.reference_marks = reply.timing, list(res.marks)
+        self.reference_training = reply.training_timing
         self._reference_blob = buffers.map_file(res.blob_path) if res.blob_path else res.blob
         return ""
 
@@ -545,37 +574,72 @@ class Judge:
     def _check_timing(
         self, reply: RunReply, marks: list[tuple[str, float]], tf32: bool, verdict: Verdict
     ) -> None:
-        """What was timed is what was checked, and the times agree with the judge's clock.
-
-        Every timed call's projection must match the reference's on the same fed inputs within
-        ``TIMING_SIGMAS`` standard deviations of an honest difference (an error within the L2 row
-        projects onto normal weights drawn independently of it with a standard deviation of at
-        most its norm). The times: between the
-        runner's ``timing start`` and ``timing end`` marks the judge's clock must have seen at least
-        what the runner claims, and no more than twice that plus the harness's own cost per
-        call (measured on the original's runner) and a twentieth of a millisecond."""
+        """What was timed is what was checked, and the times agree with the judge's clock: the
+        forward timing and, for a candidate asked to time training, its training steps (their
+        gradients projected), each on its own span (:meth:`_checked_timing`)."""
         ref = self.reference_timing
         if ref is not None:
             verdict.compile_error = ref.compile_error
-        plan = self.timing
+        normal = self._reference_call("normal")
+        forward = self._checked_timing(
+            self.timing, ref, reply.timing, marks, tf32, normal.outputs if normal else (), training=False
+        )
+        if forward is not None:
+            verdict.timings, verdict.clock = forward.timings, forward.clock
+            verdict.rechecked, verdict.untimed = forward.rechecked, forward.untimed
+        if not self.training_asked or self.training_timing is None:  # nothing timed: nothing to say
+            return
+        recorded = self._reference_call("normal, autograd recording")
+        ref_training = self.reference_training
+        grads = tuple(recorded.grads.values()) if recorded else ()
+        training = self._checked_timing(
+            self.training_timing, ref_training, reply.training_timing, marks, tf32, grads, training=True
+        )
+        if training is None:  # no baseline: the original's training steps were not timed
+            why = ref_training.error if ref_training is not None and ref_training.error else "no baseline"
+            training = Timed(untimed=f"training not timed: {why}")
+        verdict.training_timing = training
+
+    def _reference_call(self, family: str) -> CallReply | None:
+        """The reference's answer to the first call of ``family``."""
+        return self.reference.get(next((p.call.name for p in self.planned if p.family == family), ""))
+
+    def _checked_timing(
+        self,
+        plan: TimingPlan | None,
+        ref: TimingReply | None,
+        got: TimingReply | None,
+        marks: list[tuple[str, float]],
+        tf32: bool,
+        projected: tuple[TensorRef, ...],
+        training: bool,
+    ) -> Timed | None:
+        """One timing reply checked against the reference's; None when nothing was planned or
+        there is no baseline.
+
+        Every timed call's projection (of its outputs; with ``training``, of its gradients, whose
+        dtypes ``projected`` gives, as it does the outputs') must match the reference's on the
+        same fed inputs within ``TIMING_SIGMAS`` standard deviations of an honest difference (an
+        error within the L2 row projects onto normal weights drawn independently of it with a
+        standard deviation of at most its norm). The times: between the runner's start and end
+        marks (``bench.span_marks``) the judge's clock must have seen at least what the runner
+        claims, and no more than :func:`clock_check` allows beyond it."""
         if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
-            return
-        got = reply.timing
+            return None
+        what = TRAINING_TIMED if training else "timing"
         if got is not None and got.error:
-            verdict.untimed = f"not timed: {got.error}"
-            return
+            return Timed(untimed=f"{'training ' if training else ''}not timed: {got.error}")
         if got is None or "candidate" not in got.summaries:
-            raise Reject("timing: the candidate's runner returned no timing")
+            raise Reject(f"{what}: the candidate's runner returned no timing")
         total = ref.runs * plan.rounds
         if got.runs != ref.runs or len(got.projections) != total:
             raise Reject(
-                f"timing: the candidate's runner timed {len(got.projections)} calls, "
+                f"{what}: the candidate's runner timed {len(got.projections)} calls, "
                 f"not the {total} asked for"
             )
         if got.flags_changed:
-            raise Reject(f"timing: the candidate changed global numeric settings ({got.flags_changed[:300]})")
-        out = self.reference.get(next((p.call.name for p in self.planned if p.family == "normal"), ""))
-        dtypes = {r.dtype for r in out.outputs} if out is not None else {"float32"}
+            raise Reject(f"{what}: the candidate changed global numeric settings ({got.flags_changed[:300]})")
+        dtypes = {r.dtype for r in projected} or {"float32"}
         rows = [self.table.get(tolerance_key(getattr(torch, d), tf32)) for d in dtypes]
         atol, _rtol, l2 = max((r for r in rows if r), default=self.table[tolerance_key(torch.float32, tf32)])
         for i in range(total):
@@ -588,29 +652,39 @@ class Judge:
             bound = TIMING_SIGMAS * sd + 1e-9 * abs(pr)
             if not abs(pc - pr) <= bound:
                 raise Mismatch(
-                    f"timing: timed call {i + 1} of {total} gave other outputs than the original on the "
+                    f"{what}: timed call {i + 1} of {total} gave other "
+                    f"{'gradients' if training else 'outputs'} than the original on the "
                     f"same inputs (projection {pc:.6g}, the original's {pr:.6g}, allowed ±{bound:.3g}): "
                     "what was timed is not what was checked"
                 )
         cand = dict(got.summaries["candidate"])
         calls = int(cand.pop("calls", total))
-        span, ref_span = _span(marks), _span(self.reference_marks)
+        span, ref_span = _span(marks, training), _span(self.reference_marks, training)
         if span is None:
-            raise Reject("timing: the candidate's runner marked no timed span: its times cannot be checked")
-        seen, overhead = clock_check(cand, calls, span, ref.summaries, ref_span)
-        verdict.clock = {
+            raise Reject(f"{what}: the candidate's runner marked no timed span: its times cannot be checked")
+        seen, overhead = clock_check(cand, calls, span, ref.summaries, ref_span, what)
+        clock = {
             "span_s": round(span, 6),
             "calls": calls,
             "harness_ms_per_call": round(overhead * 1e3, 6),
             "seen_ms_per_call": round(seen * 1e3, 6),
         }
-        verdict.timings = {k: dict(v) for k, v in ref.summaries.items()} | {"candidate": cand}
-        verdict.rechecked = got.rechecked
+        timings = {k: dict(v) for k, v in ref.summaries.items()} | {"candidate": cand}
+        return Timed(timings=timings, rechecked=got.rechecked, clock=clock, compile_error=ref.compile_error)
 
     def close(self) -> None:
         if not isinstance(self._reference_blob, bytes):
             self._reference_blob.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def _candidate_plan(plan: TimingPlan | None, ref: TimingReply | None) -> TimingPlan | None:
+    """A candidate's plan: the reference's number of calls, timed again when too good to believe
+    (below a tenth of eager's median); None when there is no baseline to hold it to (untimed)."""
+    if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
+        return None
+    below = ref.summaries["eager"]["median_ms"] / bench.RECHECK_SPEEDUP
+    return dataclasses.replace(plan, runs=ref.runs, compile=False, recheck_below_ms=below)
 
 
 def clock_check(
@@ -619,6 +693,7 @@ def clock_check(
     span: float,
     ref_summaries: dict[str, dict[str, float]],
     ref_span: float | None,
+    what: str = "timing",
 ) -> tuple[float, float]:
     """The judge's clock against a runner's claimed times: (seen s per call, harness s per call).
 
@@ -626,12 +701,12 @@ def clock_check(
     ``span`` seconds of the judge's clock. The harness's own cost per call (feeding inputs, the
     flush, the projection) is what the reference runner's span held beyond its claimed busy time
     (each summary's ``runs`` counts every sample it took, over all rounds). Raises Reject when the
-    claims add up to more than the clock saw, or the clock saw more than twice the claim plus
-    the harness and a twentieth of a millisecond."""
+    claims add up to more than the clock saw, or the clock saw more than ``CLOCK_SLACK`` times
+    the claim plus the harness and a twentieth of a millisecond."""
     median, p10 = cand["median_ms"] / 1e3, cand["p10_ms"] / 1e3
     if p10 * calls * 0.9 > span + 0.05:
         raise Reject(
-            f"timing: the runner's times add up to at least {p10 * calls:.3f} s, but the judge's clock "
+            f"{what}: the runner's times add up to at least {p10 * calls:.3f} s, but the judge's clock "
             f"saw {span:.3f} s for those {calls} calls"
         )
     overhead = 0.0
@@ -640,20 +715,21 @@ def clock_check(
         busy = sum(v["median_ms"] * v["runs"] for v in ref_summaries.values()) / 1e3
         overhead = max(0.0, (ref_span - busy) / max(ref_calls, 1))
     seen = span / calls - overhead
-    if seen > 2 * median + 5e-5:
+    if seen > CLOCK_SLACK * median + 5e-5:
         raise Reject(
-            f"timing: the runner claims {median * 1e3:.4g} ms per call, but the judge's clock saw "
+            f"{what}: the runner claims {median * 1e3:.4g} ms per call, but the judge's clock saw "
             f"{seen * 1e3:.4g} ms per call ({calls} calls in {span:.3f} s, less {overhead * 1e3:.3g} ms "
             "of harness per call measured on the original)"
         )
     return seen, overhead
 
 
-def _span(marks: list[tuple[str, float]]) -> float | None:
-    """From the first ``timing start`` to the last ``timing end`` (a runner's extra marks only
-    lengthen it), by the judge's clock."""
-    starts = [t for name, t in marks if name == "timing start"]
-    ends = [t for name, t in marks if name == "timing end"]
+def _span(marks: list[tuple[str, float]], training: bool = False) -> float | None:
+    """From the first ``timing start`` to the last ``timing end`` (``training timing ...`` with
+    ``training``; a runner's extra marks only lengthen it), by the judge's clock."""
+    start, end = bench.span_marks(training)
+    starts = [t for name, t in marks if name == start]
+    ends = [t for name, t in marks if name == end]
     if not starts or not ends or max(ends) < min(starts):
         return None
     return max(ends) - min(starts)

@@ -488,7 +488,14 @@ def normalize(source: str, class_name: str) -> Normalized:
     if not isinstance(source, str) or not isinstance(class_name, str) or not class_name.isidentifier():
         return Normalized(str(source), [], f"class name {class_name!r} is not an identifier")
     try:
-        return _Normalizer(source, class_name).run()
+        try:
+            return _Normalizer(source, class_name).run()
+        except SystemError as exc:
+            # CPython 3.11's AST constructor can raise a spurious "recursion depth mismatch" when
+            # another thread ran Python code while it built the tree: once more, then it counts.
+            if "recursion depth mismatch" not in str(exc):
+                raise
+            return _Normalizer(source, class_name).run()
     except _Reject as exc:
         return Normalized(source, [], str(exc))
     except RecursionError:

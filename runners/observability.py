@@ -83,12 +83,17 @@ def task_context(task_id: str, name: str, root_id: str | None, kwargs: dict[str,
 
 
 def candidate_outcomes(result: Any) -> list[tuple[str, str]]:
-    """(generator, status) of each candidate in a ``kernelize_module`` result; [] for anything else."""
-    if not isinstance(result, dict) or not isinstance(result.get("module"), dict):
+    """(generator, status) of each candidate in a ``kernelize_module`` or ``kernelize_file``
+    result; [] for anything else."""
+    if not isinstance(result, dict):
         return []
+    many = result.get("modules")
+    modules = many if isinstance(many, list) else [result.get("module")]
     return [
         (str(c.get("generator", "?")), str(c.get("status", "?")))
-        for c in result["module"].get("candidates") or []
+        for m in modules
+        if isinstance(m, dict)
+        for c in m.get("candidates") or []
         if isinstance(c, dict)
     ]
 

@@ -2,7 +2,9 @@
 
 Prepare the reference once (in a sandbox: building it runs the module's own
 code), ask each generator for candidates, evaluate each candidate in its own
-sandbox, and pick the best. The CLI and the queue tasks both call this.
+sandbox, and pick the best. The CLI and the queue tasks call it one file at a
+time, through ``runners/together.py``, which checks the file's suggestions
+applied together.
 """
 
 from __future__ import annotations
@@ -19,8 +21,16 @@ from typing import Any
 
 from runners import bench, sandbox
 from runners.apply import ApplyError, check_applied, unique_helpers
+from runners.chosen import check_chosen
 from runners.discover import ModuleClass, find_modules
-from runners.fallback import FallbackError, drop_backward, has_backward, with_eager_path
+from runners.fallback import (
+    KERNELIZED,
+    FallbackError,
+    drop_backward,
+    has_backward,
+    is_kernelized,
+    with_eager_path,
+)
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
 from runners.judge import (
@@ -31,6 +41,7 @@ from runners.judge import (
     TRAINING_TRITON,
     TRAINING_UNCHECKED,
     Judge,
+    Timed,
     judging,
 )
 from runners.normalize import normalize
@@ -66,6 +77,9 @@ class Settings:
     # Time on the CPU too (the interpreter: the figures mean nothing). Only for tests of the timing
     # protocol, which on a GPU runs as it does here.
     time_on_cpu: bool = False
+    # Also time training steps (forward and backward) where the suggestion trains through its own
+    # Triton backward: the reference times eager (and torch.compile) training once per module.
+    time_training: bool = True
 
 
 def _quiet(_: str) -> None:
@@ -130,13 +144,42 @@ def _share(inputs: Path, folder: Path) -> Path:
     return shared
 
 
+@dataclass
+class Judged:
+    """What checking a class's suggestion once more takes (runners/together.py): its judge, still
+    holding the original's answers, and the candidates as they were evaluated."""
+
+    problem: Problem
+    candidates: list[Candidate]
+    prep: dict[str, Any]
+    env: dict[str, str]
+    judge: Judge
+
+
 def kernelize(
     problem: Problem,
     generators: list[Generator],
     settings: Settings,
     progress: Progress = _quiet,
 ) -> ModuleReport:
+    with contextlib.ExitStack() as held:
+        return kernelize_judged(problem, generators, settings, held, progress)[0]
+
+
+def kernelize_judged(
+    problem: Problem,
+    generators: list[Generator],
+    settings: Settings,
+    held: contextlib.ExitStack,
+    progress: Progress = _quiet,
+) -> tuple[ModuleReport, Judged | None]:
+    """:func:`kernelize`, and (None when nothing was evaluated) what checking its suggestion once
+    more takes: its judge and the sandboxes' folders stay open until ``held`` closes."""
     report = ModuleReport(target=problem.target, file=problem.rel_path, class_name=problem.class_name)
+    if is_kernelized(problem.source, problem.class_name):
+        report.status, report.reason = "kernelized", KERNELIZED
+        progress(f"{problem.target}: {KERNELIZED}")
+        return report, None
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(_cache_dirs(settings.device))
         progress(f"{problem.target}: building the module and its inputs")
@@ -151,7 +194,7 @@ def kernelize(
                 problem.module.forward_params,
             )
             progress(f"{problem.target}: skipped: {report.reason}")
-            return report
+            return report, None
         build = prep["build"]
         report.build_source = build["source"]
         report.init_args = [s.get("value", s.get("tensor")) for s in build["init_args"]]
@@ -181,13 +224,19 @@ def kernelize(
                 f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
                 f"{result.status.value}{extra}"
             )
+        # The choice, checked further before it is suggested (memory accesses, above 2^31 elements).
+        check_chosen(
+            problem, candidates, settings, env, judge, report, lambda: choose_best(report, settings), progress
+        )
+        judged = Judged(problem, candidates, prep, env, judge)
+        held.enter_context(stack.pop_all())
     # After evaluating: a candidate whose backward was wrong is suggested without it.
     sources = {(c.generator, c.id): c.source for c in candidates}
     choose_best(report, settings)
     best = report.best_candidate()
     if best is not None:
         report.best_source = sources.get((best.generator, best.id))
-    return report
+    return report, judged
 
 
 def _checked_dtype(built: str, wanted: str | None) -> str:
@@ -234,6 +283,7 @@ def _prepare(
                 seed=settings.seed,
                 timing=settings.device == "cuda" or settings.time_on_cpu,
                 compile_baseline=settings.compile_baseline and settings.device == "cuda",
+                time_training=settings.time_training,
             )
         )
         held["judge"] = judge
@@ -328,11 +378,16 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
     return None
 
 
+def _own_backward(problem: Problem, cand: Candidate, settings: Settings) -> bool:
+    """Whether the suggestion trains through the candidate's own backward."""
+    return settings.eager_path and has_backward(cand.generated or cand.source, problem.class_name)
+
+
 def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bool) -> str:
     """What the suggestion does when autograd records, once the judge has compared its gradients."""
     if not checked:
         return TRAINING_UNCHECKED
-    if settings.eager_path and has_backward(cand.generated or cand.source, problem.class_name):
+    if _own_backward(problem, cand, settings):
         return TRAINING_TRITON  # the dispatch takes the kernels, and so their backward, under training
     return TRAINING_ORIGINAL
 
@@ -404,9 +459,11 @@ def evaluate_candidate(
     settings: Settings,
     env: dict[str, str],
     judge: Judge,
+    whole_file: bool = False,
 ) -> CandidateResult:
     """The candidate's runner (its own sandbox) runs the checks it can run on itself and the judge's
-    calls; the verdict is the judge's, from the outputs it reads back (``runners/judge.py``)."""
+    calls; the verdict is the judge's, from the outputs it reads back (``runners/judge.py``).
+    ``whole_file``: ``cand.source`` is the whole file as it will be (runners/together.py)."""
     result = CandidateResult(
         cand.id,
         cand.generator,
@@ -433,10 +490,15 @@ def evaluate_candidate(
             "returns_input": prep["returns_input"],
             "compile": settings.compile_baseline,
             "in_module": settings.eager_path,
+            "whole_file": whole_file,
             "generated": cand.generated,
             "dtype": settings.dtype,
             "tolerance": settings.tolerance,
-            "judge": judge.request("candidate", CANDIDATE_OUTPUTS).to_dict(),
+            "judge": judge.request(
+                "candidate",
+                CANDIDATE_OUTPUTS,
+                training=settings.time_training and _own_backward(problem, cand, settings),
+            ).to_dict(),
         }
         res = sandbox.run(
             "runners.verify:evaluate",
@@ -479,6 +541,7 @@ def evaluate_candidate(
         result.training = _training(problem, cand, settings, verdict.training_checked)
         # The errors shown are the judge's, not what the runner said of itself.
         result.max_abs_error, result.max_rel_error = verdict.errors.max_abs, verdict.errors.max_rel
+        training_clock = verdict.training_timing.clock
         result.provenance = {
             **result.provenance,
             "judge": {
@@ -488,6 +551,7 @@ def evaluate_candidate(
                 "max_abs_error": verdict.errors.max_abs,
                 "max_rel_error": verdict.errors.max_rel,
                 **({"clock": verdict.clock} if verdict.clock else {}),
+                **({"training_clock": training_clock} if training_clock else {}),
             },
         }
     if result.status is not Status.CORRECT:  # a failure the runner reported about itself
@@ -504,9 +568,7 @@ def evaluate_candidate(
     # Times only from the judge: eager and torch.compile from the reference runner, the candidate's
     # once its timed outputs and its clock were checked.
     timings: dict[str, Any] = judged.timings if judged is not None else {}
-    result.timings = {
-        k: Timing(v["median_ms"], v["p10_ms"], v["p90_ms"], int(v["runs"])) for k, v in timings.items()
-    }
+    result.timings = _timings(timings)
     if judged is not None and judged.untimed:
         result.notes.append(judged.untimed)
     if judged is not None and judged.rechecked:
@@ -514,19 +576,57 @@ def evaluate_candidate(
     if judged is not None and judged.compile_error:
         result.provenance = {**result.provenance, "compile_error": judged.compile_error}
     _score(result, timings, settings.min_speedup)
+    if judged is not None:
+        _score_training(result, judged.training_timing, settings.min_speedup)
     return result
 
 
+def _timings(timings: dict[str, Any]) -> dict[str, Timing]:
+    return {k: Timing(v["median_ms"], v["p10_ms"], v["p90_ms"], int(v["runs"])) for k, v in timings.items()}
+
+
+def _figures(
+    timings: dict[str, Any], min_speedup: float
+) -> tuple[float | None, float | None, float | None, Verdict]:
+    """(median ms, speedup vs eager, vs torch.compile, verdict) of the candidate in ``timings``."""
+    cand = timings.get("candidate")
+    if cand is None:
+        return None, None, None, Verdict.NOT_MEASURED
+    faster = bench.clears_noise(timings["eager"], cand, min_speedup)
+    return (
+        cand["median_ms"],
+        bench.speedup(timings.get("eager"), cand),
+        bench.speedup(timings.get("compile"), cand),
+        Verdict.FASTER if faster else Verdict.NO_FASTER,
+    )
+
+
 def _score(result: CandidateResult, timings: dict[str, Any], min_speedup: float) -> None:
-    if result.status is not Status.CORRECT or "candidate" not in timings:
+    if result.status is not Status.CORRECT:
         result.verdict = Verdict.NOT_MEASURED
         return
-    cand = timings["candidate"]
-    result.median_ms = cand["median_ms"]
-    result.speedup_vs_eager = bench.speedup(timings.get("eager"), cand)
-    result.speedup_vs_compile = bench.speedup(timings.get("compile"), cand)
-    faster = bench.clears_noise(timings["eager"], cand, min_speedup)
-    result.verdict = Verdict.FASTER if faster else Verdict.NO_FASTER
+    result.median_ms, result.speedup_vs_eager, result.speedup_vs_compile, result.verdict = _figures(
+        timings, min_speedup
+    )
+
+
+def _score_training(result: CandidateResult, timed: Timed, min_speedup: float) -> None:
+    """Training figures, for a correct candidate whose training path is its own (checked) backward."""
+    if result.status is not Status.CORRECT or result.training != TRAINING_TRITON:
+        return
+    if timed.untimed:
+        result.notes.append(timed.untimed)
+    if timed.rechecked:
+        result.notes.append("training over 10x: timed a second time, the slower figure kept")
+    if timed.compile_error:
+        result.provenance = {**result.provenance, "training_compile_error": timed.compile_error}
+    result.training_timings = _timings(timed.timings)
+    (
+        result.training_median_ms,
+        result.training_speedup_vs_eager,
+        result.training_speedup_vs_compile,
+        result.training_verdict,
+    ) = _figures(timed.timings, min_speedup)
 
 
 def choose_best(report: ModuleReport, settings: Settings) -> None:
@@ -542,10 +642,13 @@ def choose_best(report: ModuleReport, settings: Settings) -> None:
     source = best if best and best.timings else (timed[0] if timed else None)
     if source:
         eager, comp = source.timings.get("eager"), source.timings.get("compile")
+        train_eager, train_comp = (source.training_timings.get(k) for k in ("eager", "compile"))
         report.baselines = Baselines(
             eager.median_ms if eager else None,
             comp.median_ms if comp else None,
             source.provenance.get("compile_error"),
+            train_eager.median_ms if train_eager else None,
+            train_comp.median_ms if train_comp else None,
         )
 
 

@@ -16,7 +16,8 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
-PROTOCOL_VERSION = 1
+# 2: training timing (``RunRequest.training_timing``, ``RunReply.training_timing``).
+PROTOCOL_VERSION = 2
 DTYPES = frozenset(
     "float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool complex64 complex128".split()
 )
@@ -136,7 +137,13 @@ class TimingPlan:
     its outputs on weights drawn from ``seed`` (the reference also their quadratic size), which
     the judge compares call by call with the reference's: every timed output counts. ``runs`` 0:
     the runner chooses (the reference, from its own estimate); a candidate gets the reference's.
-    ``recheck_below_ms``: a median below this (a tenth of eager's) is timed again, twice as long."""
+    ``recheck_below_ms``: a median below this (a tenth of eager's) is timed again, twice as long.
+
+    ``training``: each timed call is a training step instead: forward on the fed inputs as fresh
+    leaves that require grad (every floating parameter too, its gradient cleared before the call),
+    then backward with an upstream gradient drawn from ``seed`` (normal, on the CPU, in the
+    outputs' shapes, one per input set, scaled afresh every call); what is projected is every
+    input's and parameter's gradient, in that order (parameters by name)."""
 
     sets: tuple[tuple[Arg, ...], ...]
     seed: int
@@ -144,6 +151,7 @@ class TimingPlan:
     rounds: int = 3
     compile: bool = False  # the reference also times torch.compile of the original
     recheck_below_ms: float = 0.0
+    training: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -161,6 +169,7 @@ class TimingPlan:
             rounds=_int(d.get("rounds", 3)),
             compile=bool(d.get("compile", False)),
             recheck_below_ms=float(d.get("recheck_below_ms", 0.0)),
+            training=bool(d.get("training", False)),
         )
 
 
@@ -168,7 +177,8 @@ class TimingPlan:
 class TimingReply:
     """What timing gave: per timed callable (``eager``, ``compile``, ``candidate``) its summary
     (median, p10, p90 in ms, runs: claims), and for the module under test the projection of every
-    timed call's outputs (the reference adds their quadratic sizes, for the judge's bound)."""
+    timed call's outputs, or its gradients for a ``training`` plan (the reference adds their
+    quadratic sizes, for the judge's bound)."""
 
     summaries: dict[str, dict[str, float]]
     runs: int
@@ -263,7 +273,8 @@ class CallReply:
 class RunRequest:
     """Build the module (the original, or ``candidate`` in a copy of the file's namespace when
     ``in_module``) and run ``calls`` on the tensors in ``inputs_path``; write what comes out to
-    ``outputs_name`` in the working directory."""
+    ``outputs_name`` in the working directory. ``timing``, then ``training_timing`` (a plan with
+    ``training``): what to time, each answered by a :class:`TimingReply` of its own."""
 
     role: str  # "reference" | "candidate"
     device: str
@@ -277,12 +288,15 @@ class RunRequest:
     dtype: str | None = None
     outputs_name: str = "outputs.bin"
     timing: TimingPlan | None = None
+    training_timing: TimingPlan | None = None
     version: int = PROTOCOL_VERSION
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
         d["calls"] = [c.to_dict() for c in self.calls]
-        d["timing"] = self.timing.to_dict() if self.timing is not None else None
+        for key in ("timing", "training_timing"):
+            plan = getattr(self, key)
+            d[key] = plan.to_dict() if plan is not None else None
         return d
 
     @classmethod
@@ -292,7 +306,8 @@ class RunRequest:
         fields = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in d.items() if k in fields}
         values["calls"] = tuple(Call.from_dict(c) for c in d["calls"])
-        values["timing"] = TimingPlan.from_dict(d["timing"]) if d.get("timing") is not None else None
+        for key in ("timing", "training_timing"):
+            values[key] = TimingPlan.from_dict(d[key]) if d.get(key) is not None else None
         return cls(**values)
 
 
@@ -301,6 +316,7 @@ class RunReply:
     calls: tuple[CallReply, ...]
     error: str = ""  # the module could not be built or loaded: no call ran
     timing: TimingReply | None = None
+    training_timing: TimingReply | None = None  # the answer to the request's ``training_timing``
     version: int = PROTOCOL_VERSION
 
     def to_dict(self) -> dict[str, Any]:
@@ -309,6 +325,7 @@ class RunReply:
             "error": self.error,
             "calls": [c.to_dict() for c in self.calls],
             "timing": self.timing.to_dict() if self.timing is not None else None,
+            "training_timing": self.training_timing.to_dict() if self.training_timing is not None else None,
         }
 
     @classmethod
@@ -320,7 +337,13 @@ class RunReply:
         calls = d.get("calls", [])
         if not isinstance(calls, list):
             raise ProtocolError("the reply's calls are not a list")
-        timing = TimingReply.from_dict(d["timing"]) if d.get("timing") is not None else None
+        timing, training = (
+            TimingReply.from_dict(d[key]) if d.get(key) is not None else None
+            for key in ("timing", "training_timing")
+        )
         return cls(
-            calls=tuple(CallReply.from_dict(c) for c in calls), error=str(d.get("error", "")), timing=timing
+            calls=tuple(CallReply.from_dict(c) for c in calls),
+            error=str(d.get("error", "")),
+            timing=timing,
+            training_timing=training,
         )

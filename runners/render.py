@@ -6,7 +6,7 @@ from pathlib import Path
 
 import jinja2
 
-from runners.results import CandidateResult, ModuleReport, RunReport, generator_outcomes
+from runners.results import CandidateResult, ModuleReport, RunReport, Verdict, generator_outcomes
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"
 
@@ -25,6 +25,8 @@ def environment() -> jinja2.Environment:
     env.filters["x"] = fmt_speedup
     env.filters["err"] = fmt_err
     env.globals["outcomes"] = generator_outcomes  # per generator: won, or why it lost
+    env.globals["training_figures"] = training_figures
+    env.globals["training_line"] = training_line
     return env
 
 
@@ -40,13 +42,42 @@ def fmt_err(v: float | None) -> str:
     return "—" if v is None else f"{v:.1e}"
 
 
+def training_figures(c: CandidateResult) -> str:
+    """A training step (forward and backward) against eager and torch.compile, and what that makes
+    it ("1.52x eager, 0.90x torch.compile: slower than torch.compile"); or why it was not timed."""
+    if c.training_median_ms is None:
+        if c.training.startswith("original path"):
+            return "original path, not timed"
+        if c.training.startswith("Triton backward"):
+            return "not timed"
+        return "not checked" if c.training else "—"
+    eager, compiled = c.training_speedup_vs_eager, c.training_speedup_vs_compile
+    figures = f"{fmt_speedup(eager)} eager"
+    if compiled is not None:
+        figures += f", {fmt_speedup(compiled)} torch.compile"
+    if c.training_verdict is Verdict.FASTER:
+        verdict = "slower than torch.compile" if compiled is not None and compiled < 1 else "faster"
+    else:
+        verdict = "slower" if eager is not None and eager < 1 else "no faster"
+    return f"{figures}: {verdict}"
+
+
+def training_line(c: CandidateResult) -> str:
+    """:func:`training_figures` as a sentence of a headline; empty when training was never checked."""
+    if not c.training:
+        return ""
+    if c.training_median_ms is None:
+        return f"training: {training_figures(c)}"
+    return f"training (forward+backward): {training_figures(c)}"
+
+
 def markdown(report: RunReport) -> str:
     return environment().get_template("reports/run.md.j2").render(report=report)
 
 
 def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
     if c is None:
-        return [m.target, "—", "—", m.status, m.reason, "—", "—", "—", "—", "—"]
+        return [m.target, "—", "—", m.status, m.reason, "—", "—", "—", "—", "—", "—"]
     mark = " *" if c.id == m.best else ""
     return [
         m.target,
@@ -59,6 +90,7 @@ def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
         fmt_ms(m.baselines.eager_ms),
         fmt_speedup(c.speedup_vs_eager),
         fmt_speedup(c.speedup_vs_compile),
+        training_figures(c),
     ]
 
 
@@ -74,6 +106,7 @@ def text_table(report: RunReport, width: int = 60) -> str:
         "eager ms",
         "vs eager",
         "vs compile",
+        "training (fwd+bwd)",
     ]
     rows = []
     for m in report.modules:
@@ -87,7 +120,7 @@ def text_table(report: RunReport, width: int = 60) -> str:
     out = [line(header), line(["-" * w for w in widths]), *map(line, clipped)]
     dev = report.device
     for m in report.modules:
-        if m.status == "skipped":
+        if m.status in ("skipped", "kernelized"):
             continue
         found = generator_outcomes(m, dev.kind == "cuda", report.min_speedup)
         name_width = max((len(o.generator) for o in found), default=0)

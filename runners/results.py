@@ -66,6 +66,9 @@ class Baselines:
     eager_ms: float | None = None
     compile_ms: float | None = None
     compile_error: str | None = None
+    # A training step (forward and backward) of the original, eager and under torch.compile.
+    training_eager_ms: float | None = None
+    training_compile_ms: float | None = None
 
 
 @dataclass
@@ -90,6 +93,13 @@ class CandidateResult:
     # "original path (no backward kernel yet)"; empty when never checked.
     training: str = ""
     timings: dict[str, Timing] = field(default_factory=dict)
+    # A training step (forward and backward), timed where the training path is the candidate's own
+    # Triton backward (``training`` is TRAINING_TRITON): the same figures as for the forward.
+    training_median_ms: float | None = None
+    training_speedup_vs_eager: float | None = None
+    training_speedup_vs_compile: float | None = None
+    training_verdict: Verdict = Verdict.NOT_MEASURED
+    training_timings: dict[str, Timing] = field(default_factory=dict)
     provenance: dict[str, Any] = field(default_factory=dict)
     stdout_tail: str = ""
     wall_s: float | None = None
@@ -100,7 +110,9 @@ class ModuleReport:
     target: str
     file: str
     class_name: str
-    status: str = "ok"  # "ok", or "skipped" when the module could not be built
+    # "ok"; "skipped" when the module could not be built; "kernelized" when it already has
+    # Kernelize's kernel path (nothing run: the reason says why)
+    status: str = "ok"
     reason: str = ""
     build_source: str | None = None  # "kernelbench", "config" or "guess"
     init_args: list[Any] = field(default_factory=list)
@@ -219,7 +231,9 @@ def candidate_from_dict(d: dict[str, Any]) -> CandidateResult:
     d = dict(d)
     d["status"] = Status(d["status"])
     d["verdict"] = Verdict(d.get("verdict", Verdict.NOT_MEASURED))
-    d["timings"] = {k: Timing(**v) for k, v in d.get("timings", {}).items()}
+    d["training_verdict"] = Verdict(d.get("training_verdict", Verdict.NOT_MEASURED))
+    for key in ("timings", "training_timings"):
+        d[key] = {k: Timing(**v) for k, v in d.get(key, {}).items()}
     return CandidateResult(**d)
 
 

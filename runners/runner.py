@@ -227,8 +227,10 @@ def time_reference(
     sets = timing_sets(plan, data, device, cast)
     compiled, compile_error = None, None
     if plan.compile:
-        compiled, compile_error = bench.compile_baseline(module, sets[0])
-    got = bench.time_reference(module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark)
+        compiled, compile_error = bench.compile_baseline(module, sets[0], plan.training)
+    got = bench.time_reference(
+        module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark, plan.training
+    )
     return TimingReply(**got, compile_error=compile_error or "")
 
 
@@ -237,7 +239,15 @@ def time_candidate(
 ) -> TimingReply:
     sets = timing_sets(plan, data, device)
     got = bench.time_candidate(
-        candidate, sets, plan.seed, plan.runs, plan.rounds, plan.recheck_below_ms, device, sandbox.mark
+        candidate,
+        sets,
+        plan.seed,
+        plan.runs,
+        plan.rounds,
+        plan.recheck_below_ms,
+        device,
+        sandbox.mark,
+        plan.training,
     )
     return TimingReply(**got, flags_changed=flags_changed(before))
 
@@ -263,13 +273,21 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
     weights = Weights(problem.module)
     with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
         replies = run_calls(problem.module, r.calls, data, r.device, writer, module64, problem.cast, weights)
-    timing = None
-    if r.timing is not None:
-        try:
-            timing = time_reference(problem.module, r.timing, data, r.device, problem.cast)
-        except Exception as exc:  # no baseline: the candidates go untimed, the checks stand
-            timing = TimingReply(summaries={}, runs=0, compile_error=describe_exc(exc, "timing the original"))
-    return RunReply(calls=replies, timing=timing).to_dict()
+    timing, training = (
+        _reference_timing(problem, plan, data, r.device) if plan is not None else None
+        for plan in (r.timing, r.training_timing)
+    )
+    return RunReply(calls=replies, timing=timing, training_timing=training).to_dict()
+
+
+def _reference_timing(problem: Problem, plan: TimingPlan, data: Any, device: str) -> TimingReply:
+    try:
+        return time_reference(problem.module, plan, data, device, problem.cast)
+    except Exception as exc:  # no baseline: the candidates go untimed, the checks stand
+        if plan.training:  # (a module without gradients, say): training untimed, inference stands
+            why = describe_exc(exc, "timing the original's training")
+            return TimingReply(summaries={}, runs=0, error=why)
+        return TimingReply(summaries={}, runs=0, compile_error=describe_exc(exc, "timing the original"))
 
 
 def prepare_and_reference(req: dict[str, Any]) -> Any:

@@ -270,8 +270,12 @@ def _bwrap_options(bwrap: str) -> frozenset[str]:
 def _compiler_dirs() -> list[str]:
     """The C compiler Triton builds its launcher with, when ``$CC`` names one outside ``/usr``:
     its whole installation (``/opt/gcc/bin/gcc`` needs ``/opt/gcc``'s headers and helpers)."""
-    cc = os.environ.get("CC", "")
-    found = shutil.which(cc) if cc else None
+    return _install_dirs(os.environ.get("CC", ""))
+
+
+def _install_dirs(program: str) -> list[str]:
+    """The installation ``program`` (a name on PATH or a path) lies in, when outside ``/usr``."""
+    found = shutil.which(program) if program else None
     if not found:
         return []
     out: list[str] = []
@@ -284,9 +288,15 @@ def _compiler_dirs() -> list[str]:
 
 
 def bwrap_args(
-    workdir: str, python: str, readable: Sequence[str | Path], cuda: bool, bwrap: str = "bwrap"
+    workdir: str,
+    python: str,
+    readable: Sequence[str | Path],
+    cuda: bool,
+    bwrap: str = "bwrap",
+    tools: Sequence[str] = (),
 ) -> list[str]:
-    """Everything between ``bwrap`` and the command (see the module docstring)."""
+    """Everything between ``bwrap`` and the command (see the module docstring). ``tools``: programs
+    the command runs besides Python (a wrapper such as compute-sanitizer), visible read-only."""
     known = _bwrap_options(bwrap)
     args = [
         "--unshare-all",
@@ -313,6 +323,8 @@ def bwrap_args(
     for var in ("LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH"):
         system += [p for p in os.environ.get(var, "").split(os.pathsep) if p.startswith("/")]
     system += _compiler_dirs()
+    for tool in tools:
+        system += _install_dirs(tool)
     for path in _covering(system, system=True):
         args += ["--ro-bind", path, path]
     # Never a folder that holds the temp folder (every sandbox's and judge's files): only the files named.
@@ -445,6 +457,7 @@ def run(
     follow_up: FollowUp | None = None,
     collect_to: Path | None = None,
     readable: Sequence[str | Path] = (),
+    wrapper: Sequence[str] = (),
 ) -> SandboxResult:
     """Call ``target`` (``"package.module:function"``) with ``request`` in a sandbox.
 
@@ -455,8 +468,12 @@ def run(
     ``collect_to``, to move there once the process is gone (no copy: outputs of several GiB).
     ``follow_up``: for a target written as a generator, which yields once midway (the judge's
     reference runner: first the module's build, then the runs on the judge's inputs), called with
-    what it yielded; what it returns is sent back into the generator (None stops it)."""
-    return _run(target, request, limits, env, python, collect, follow_up, collect_to, readable, _isolate)
+    what it yielded; what it returns is sent back into the generator (None stops it).
+    ``wrapper``: a command the child's Python runs under, inside the sandbox (``compute-sanitizer
+    --tool memcheck …``): the sandbox's exit status is the wrapper's."""
+    return _run(
+        target, request, limits, env, python, collect, follow_up, collect_to, readable, _isolate, wrapper
+    )
 
 
 def _run(
@@ -470,6 +487,7 @@ def _run(
     collect_to: Path | None,
     readable: Sequence[str | Path],
     isolate: bool,
+    wrapper: Sequence[str] = (),
 ) -> SandboxResult:
     harden_parent()
     python = python or sys.executable
@@ -485,10 +503,12 @@ def _run(
     request_path.write_text(json.dumps({"target": target, "request": request, "limits": limits.__dict__}))
     command = [python, "-I", "-B", "-c", _BOOTSTRAP, str(PROJECT_ROOT), str(write_fd), str(ask_read)]
     command.append(str(ready_write))
+    command = [*wrapper, *command]
     cuda = request.get("device", "cpu") == "cuda"
     isolation = ["none", "audit"]
     if bwrap is not None:
-        command = [bwrap, *bwrap_args(workdir, python, readable, cuda, bwrap), "--", *command]
+        args = bwrap_args(workdir, python, readable, cuda, bwrap, tools=wrapper[:1])
+        command = [bwrap, *args, "--", *command]
         isolation = [*ISOLATION, *(["cuda-devices"] if cuda else [])]
     try:
         with tempfile.TemporaryFile(prefix="kernelize-stdio-") as out:

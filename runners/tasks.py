@@ -1,8 +1,10 @@
-"""The GPU-side Celery task: a thin wrapper around ``runners.pipeline.kernelize``.
+"""The GPU-side Celery tasks: thin wrappers around ``runners.together.kernelize_file``.
 
-It receives everything in its message (the source bundle, the target, the
-engine settings) and returns a plain report. It never reaches GitHub: no
-token, no clone, no database. Generator resources that belong to the machine
+``kernelize_file`` takes the changed classes of one file (the bot sends one per
+file: the file's suggestions are checked applied together); ``kernelize_module``
+is the same for one class. Each receives everything in its message (the source
+bundle, the targets, the engine settings) and returns plain reports. They never
+reach GitHub: no token, no clone, no database. Generator resources that belong to the machine
 (model weights, a candidates folder, an inference server) come from its own
 environment: ``KERNELIZE_MODEL``, ``KERNELIZE_CANDIDATES_DIR``,
 ``KERNELIZE_API_BASE``, ``KERNELIZE_API_MODE``.
@@ -15,7 +17,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from runners import pipeline, sandbox
+from runners import pipeline, sandbox, together
 from runners.bundle import BundleError, unpack
 from runners.discover import DiscoveryError
 from runners.generators import GeneratorError, default_portfolio, make_generator
@@ -24,6 +26,7 @@ from runners.inputs import ConfigError, ModuleEntry, parse_module_entry
 from runners.results import CandidateResult, ModuleReport, Status, to_dict
 
 KERNELIZE_MODULE = "kernelize.kernelize_module"
+KERNELIZE_FILE = "kernelize.kernelize_file"
 REFUSED = "this GPU worker runs no code from pull requests without its sandbox (docs/self-hosting.md)"
 
 
@@ -46,26 +49,31 @@ def _device(requested: str) -> str:
     return requested
 
 
-def _result(device: str, report: ModuleReport) -> dict[str, Any]:
-    return {"device": to_dict(pipeline.describe_device(device)), "module": to_dict(report)}
+def _skipped(target: str, rel_path: str, class_name: str, reason: str) -> ModuleReport:
+    return ModuleReport(target, rel_path, class_name, status="skipped", reason=reason)
 
 
-def _skipped(device: str, target: str, rel_path: str, class_name: str, reason: str) -> dict[str, Any]:
-    report = ModuleReport(target, rel_path, class_name, status="skipped", reason=reason)
-    return _result(device, report)
+def kernelize_file(request: dict[str, Any]) -> dict[str, Any]:
+    """``request``: bundle, rel_path, class_names (the file's classes to kernelize), generators,
+    samples, min_speedup, timeout_s, device ("auto"), modules (the repo config's ``modules:``
+    section).
 
-
-def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
-    """``request``: bundle, rel_path, class_name, generators, samples, min_speedup, timeout_s,
-    device ("auto"), modules (the repo config's ``modules:`` section).
-
-    Returns ``{"device": DeviceInfo dict, "module": ModuleReport dict}``."""
-    rel_path, class_name = request["rel_path"], request["class_name"]
-    target = f"{rel_path}::{class_name}"
+    One task per file, so the file's suggestions are checked applied together while every class's
+    judge still holds its answers (``runners/together.py``). Returns ``{"device": DeviceInfo dict,
+    "modules": [ModuleReport dict, one per class name, in that order]}``."""
+    rel_path, names = request["rel_path"], list(request["class_names"])
     device = _device(request.get("device", "auto"))
+    reports = [to_dict(r) for r in _kernelize_file(request, device, rel_path, names)]
+    return {"device": to_dict(pipeline.describe_device(device)), "modules": reports}
+
+
+def _kernelize_file(
+    request: dict[str, Any], device: str, rel_path: str, names: list[str]
+) -> list[ModuleReport]:
+    targets = {name: f"{rel_path}::{name}" for name in names}
     refused = sandbox.refusal(device)
     if refused:  # the pull request's code runs only in a sandbox: none here, so none of it runs
-        return _skipped(device, target, rel_path, class_name, f"{refused}; {REFUSED}")
+        return [_skipped(targets[n], rel_path, n, f"{refused}; {REFUSED}") for n in names]
     settings = pipeline.Settings(
         device=device,
         timeout_s=float(request.get("timeout_s", 300)),
@@ -82,32 +90,42 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
                 key: parse_module_entry(raw, f".github/kernelize.yml: modules.{key}")
                 for key, raw in (request.get("modules") or {}).items()
             }
-            problems, _ = pipeline.problems_for(str(root / rel_path), str(root), class_name, entries)
+            problems, _ = pipeline.problems_for(str(root / rel_path), str(root), None, entries)
         except (BundleError, ConfigError, DiscoveryError, OSError) as exc:
-            return _skipped(device, target, rel_path, class_name, str(exc))
-        if not problems:
-            why = f"no nn.Module class {class_name} in {rel_path}"
-            return _skipped(device, target, rel_path, class_name, why)
+            return [_skipped(targets[n], rel_path, n, str(exc)) for n in names]
+        by_name = {p.class_name: p for p in problems}
+        chosen = [by_name[n] for n in dict.fromkeys(names) if n in by_name]
         options = worker_options(device)
-        names = request.get("generators")
+        wanted = request.get("generators")
         unavailable: dict[str, str] = {}
-        if not names:  # the repository did not choose: everything this worker can run
-            names, unavailable = default_portfolio(device, options)
+        if not wanted:  # the repository did not choose: everything this worker can run
+            wanted, unavailable = default_portfolio(device, options)
         generators: list[Generator] = []
         errors: list[CandidateResult] = []
-        for name in names:
+        for name in wanted:
             try:
                 generators.append(make_generator(name, options))
             except GeneratorError as exc:
                 errors.append(CandidateResult(name, name, Status.ERROR, f"generator: {exc}"))
-        report = pipeline.kernelize(problems[0], generators, settings)
-        report.candidates[:0] = errors
-        report.unavailable = unavailable
-        return _result(device, report)
+        done = {r.class_name: r for r in together.kernelize_file(chosen, generators, settings)}
+    reports = []
+    for n in names:
+        report = done.get(n) or _skipped(targets[n], rel_path, n, f"no nn.Module class {n} in {rel_path}")
+        if n in done:
+            report.candidates[:0] = errors
+            report.unavailable = dict(unavailable)
+        reports.append(report)
+    return reports
 
 
-def register(app: Any) -> Any:
-    """Register the task on a Celery app (late acks: a worker that dies mid-task gets it redelivered)."""
-    return app.task(name=KERNELIZE_MODULE, shared=False, acks_late=True, reject_on_worker_lost=True)(
-        kernelize_module
-    )
+def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
+    """:func:`kernelize_file` for one class (``class_name``). Returns ``{"device": DeviceInfo dict,
+    "module": ModuleReport dict}``."""
+    out = kernelize_file({**request, "class_names": [request["class_name"]]})
+    return {"device": out["device"], "module": out["modules"][0]}
+
+
+def register(app: Any) -> None:
+    """Register the tasks on a Celery app (late acks: a worker that dies mid-task gets it redelivered)."""
+    for name, task in ((KERNELIZE_FILE, kernelize_file), (KERNELIZE_MODULE, kernelize_module)):
+        app.task(name=name, shared=False, acks_late=True, reject_on_worker_lost=True)(task)

@@ -167,13 +167,19 @@ def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
     return module
 
 
-def load_in_namespace(path: str, file_module: Any, name: str) -> Any:
-    """Run ``path`` in a copy of ``file_module``'s globals: the code as it will live in that file."""
+def load_in_namespace(path: str, file_module: Any, name: str, whole_file: bool = False) -> Any:
+    """Run ``path`` in a copy of ``file_module``'s globals: the code as it will live in that file.
+    ``whole_file``: ``path`` is that whole file (every suggestion applied), run from the top in a
+    namespace of its own, as importing it would (only the package is ``file_module``'s)."""
     import types
 
     module = types.ModuleType(name)
     module.__dict__.update(
-        {k: v for k, v in vars(file_module).items() if not k.startswith("__") or k == "__package__"}
+        {
+            k: v
+            for k, v in vars(file_module).items()
+            if k == "__package__" or not (whole_file or k.startswith("__"))
+        }
     )
     module.__file__ = str(Path(path).resolve())
     sys.modules[name] = module
@@ -342,6 +348,9 @@ def _watched() -> dict[str, Any]:
     }
     if hasattr(triton, "testing"):
         mods["triton.testing"] = triton.testing
+    from runners import bounds
+
+    mods.update(bounds.watched())
     return mods
 
 
@@ -831,6 +840,34 @@ def _build_candidate(
     raise Reject("check 1: " + describe_exc(failure, "cannot be built with the original arguments"))
 
 
+def load_candidate(
+    req: dict[str, Any], problem: Problem, before: dict[str, dict[str, int]] | None = None
+) -> tuple[type, torch.nn.Module]:
+    """Check 1: the candidate imports, builds with the original arguments and loads the original's
+    weights; (its class, the module). ``before``: the integrity snapshot its import is held to."""
+    try:
+        if req.get("in_module"):
+            cand_mod = load_in_namespace(
+                req["candidate"], problem.file_module, "kernelize_candidate", bool(req.get("whole_file"))
+            )
+        else:
+            cand_mod = load_file_module(req["candidate"], None, "kernelize_candidate")
+    except SyntaxError as exc:
+        raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
+    if before is not None:
+        _integrity(before, "importing the candidate")
+    cls = _candidate_class(cand_mod, req["class_name"])
+    cand = _build_candidate(cls, problem, problem.device, keywords_only=bool(req.get("in_module")))
+    if problem.dtype is not None:
+        cand.to(problem.dtype)
+    try:
+        cand.load_state_dict(problem.module.state_dict(), strict=True)
+    except RuntimeError as exc:
+        msg = str(exc).replace("\n", " ").replace("\t", "")
+        raise Reject(f"check 1: the original's state_dict does not load: {msg[:400]}") from None
+    return cls, cand
+
+
 _CANDIDATE_THREADS: list[str] = []
 
 
@@ -905,29 +942,16 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     flags = numeric_flags()  # before the candidate loads: checked unchanged after its timing
     settle_torch_patches()
     _install_triton_counter()
+    from runners import bounds as memory_bounds  # (``bounds`` above: the tolerance loop's)
+
+    if memory_bounds.wanted(device):  # every interpreted load and store checked against its tensors
+        memory_bounds.install()
     _install_thread_watch(req["candidate"])
     problem = Problem(req, req["build"])
     ref64 = problem.reference64()
     before = snapshot()
 
-    # Check 1: imports, builds with the original arguments, loads the original's weights.
-    try:
-        if req.get("in_module"):
-            cand_mod = load_in_namespace(req["candidate"], problem.file_module, "kernelize_candidate")
-        else:
-            cand_mod = load_file_module(req["candidate"], None, "kernelize_candidate")
-    except SyntaxError as exc:
-        raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
-    _integrity(before, "importing the candidate")
-    cls = _candidate_class(cand_mod, req["class_name"])
-    cand = _build_candidate(cls, problem, device, keywords_only=bool(req.get("in_module")))
-    if problem.dtype is not None:
-        cand.to(problem.dtype)
-    try:
-        cand.load_state_dict(problem.module.state_dict(), strict=True)
-    except RuntimeError as exc:
-        msg = str(exc).replace("\n", " ").replace("\t", "")
-        raise Reject(f"check 1: the original's state_dict does not load: {msg[:400]}") from None
+    cls, cand = load_candidate(req, problem, before)
 
     errors = Errors()
     held: list[Any] = []  # every output stays alive, poisoned, until the end
@@ -1010,16 +1034,20 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         weights = runner.Weights(problem.module)
         with buffers.Writer(Path.cwd() / CANDIDATE_OUTPUTS) as writer:
             replies = runner.run_calls(cand, judged.calls, data, device, writer, weights=weights)
-        timing = None
-        if judged.timing is not None:
-            # Timed on the judge's fed sequence; the judge checks every timed call's outputs (by
-            # projection) and the times against its own clock.
+        timed: dict[str, TimingReply | None] = {"timing": None, "training_timing": None}
+        for key, plan in (("timing", judged.timing), ("training_timing", judged.training_timing)):
+            if plan is None:
+                continue
+            # Timed on the judge's fed sequence; the judge checks every timed call's outputs (or
+            # gradients, for training) by projection and the times against its own clock.
             try:
-                timing = runner.time_candidate(cand, judged.timing, data, device, flags)
+                timed[key] = runner.time_candidate(cand, plan, data, device, flags)
             except Exception as exc:  # untimed (so never "faster"); the checks above stand
-                timing = TimingReply(summaries={}, runs=0, error=describe_exc(exc, "timing raised"))
-            _integrity(before, "timing")
-        result["judge_reply"] = RunReply(calls=replies, timing=timing).to_dict()
+                timed[key] = TimingReply(summaries={}, runs=0, error=describe_exc(exc, "timing raised"))
+            _integrity(before, key.replace("_", " "))
+        reply = RunReply(calls=replies, timing=timed["timing"], training_timing=timed["training_timing"])
+        result["judge_reply"] = reply.to_dict()
+    _integrity(before, "the judge's calls")
     result["status"] = "correct"
     result["reason"] = ""
 
@@ -1074,6 +1102,10 @@ def _integrity(before: dict[str, dict[str, int]], where: str) -> None:
         raise Reject(f"check 6: {patched} ({where})")
     if _CANDIDATE_THREADS:
         raise Reject(f"check 6: started a thread: {_CANDIDATE_THREADS[0]} ({where})")
+    from runners import bounds
+
+    if bounds.FOUND:  # caught even where the forward swallowed the exception
+        raise bounds.FOUND[0]
     cuda_ready = torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     if cuda_ready and torch.cuda.current_stream() != torch.cuda.default_stream():
         raise Reject(f"check 6: left a side stream current ({where})")

@@ -20,6 +20,7 @@ from runners.celery_app import (
     GITHUB_QUEUE,
     GPU_QUEUE,
     INSTALLATION_TASK,
+    KERNELIZE_FILE_TASK,
     KERNELIZE_TASK,
     PLAN_TASK,
     PUBLISH_FAILED_TASK,
@@ -46,6 +47,7 @@ def test_configuration() -> None:
         PUBLISH_TASK: {"queue": "github"},
         PUBLISH_FAILED_TASK: {"queue": "github"},  # a chord's error callback holds GitHub code too
         KERNELIZE_TASK: {"queue": "gpu"},
+        KERNELIZE_FILE_TASK: {"queue": "gpu"},
     }
     assert conf.task_default_queue == "github"  # unrouted work never reaches a GPU worker
     assert conf.task_acks_late and conf.task_reject_on_worker_lost

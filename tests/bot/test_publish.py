@@ -248,6 +248,46 @@ def test_a_headline_says_when_torch_compile_is_faster() -> None:
     assert "faster than eager" not in headline
 
 
+def _training_body(**training: object) -> str:
+    report = scale_report(winner(training="Triton backward (gradients checked)", **training))
+    report.baselines.training_eager_ms, report.baselines.training_compile_ms = 0.31, 0.2
+    return plan_for([report]).comments[0].body
+
+
+@pytest.mark.parametrize(
+    ("figures", "says"),
+    [
+        ((0.16, 1.94, 1.25), "1.94x eager, 1.25x torch.compile: faster."),
+        ((0.22, 1.41, 0.91), "1.41x eager, 0.91x torch.compile: slower than torch.compile."),
+    ],
+    ids=["faster", "slower-than-compile"],
+)
+def test_the_suggestion_says_which_it_is_fast_at(figures: tuple[float, float, float], says: str) -> None:
+    median, eager, compiled = figures
+    body = _training_body(
+        training_median_ms=median,
+        training_speedup_vs_eager=eager,
+        training_speedup_vs_compile=compiled,
+        training_verdict=Verdict.FASTER,
+    )
+    assert (
+        "**2.40x faster than eager PyTorch**, 1.90x `torch.compile`, on NVIDIA H200.\n"
+        f"That is for inference (forward); training (forward+backward): {says}"
+    ) in body
+    row = f"| 0.31 | 0.2 | {median} | {eager}x | {compiled}x |"
+    assert f"| training (forward+backward): gradients checked | — {row}" in body
+    if compiled < 1:
+        assert f"{compiled}x torch.compile: faster" not in body  # the slower one is never praised
+
+
+def test_the_suggestion_says_training_on_the_original_path_is_not_timed() -> None:
+    report = scale_report(winner(training="original path (no backward kernel yet)"))
+    body = plan_for([report]).comments[0].body
+    assert "That is for inference (forward); training: original path, not timed." in body
+    assert "| training: original path, not timed | — | — | — | — | — | — |" in body
+    assert "training (forward+backward)" not in body
+
+
 def suggested_code(body: str) -> str:
     found = re.search(r"^(`{3,})suggestion\n(.*?)\n\1$", body, re.S | re.M)
     assert found, body
@@ -478,3 +518,21 @@ def test_the_suggestion_and_the_summary_say_why_other_generators_lost() -> None:
     text = summary_comment(RunReport(device=GPU, modules=[nothing]), [nothing], HEAD, plan_for([nothing]))
     assert "- **template**: declined: template: unsupported op" in text
     assert "- **kernelllm**: unavailable: no weights" in text
+
+
+def test_every_surface_ends_with_the_next_steps() -> None:
+    reports = [scale_report()]
+    plan = plan_for(reports)
+    run = RunReport(device=GPU, modules=reports)
+    page = "https://kernelize.example/repos/octo/models"
+    summary = summary_comment(run, reports, HEAD, plan, page)
+    check = check_run_output(run, reports, plan, dashboard=page)
+    for text in (summary, check.summary, plan.body):
+        assert "`/kernelize` runs again on the latest commit" in text and "`/kernelize cancel`" in text
+        assert "`/kernelize help` lists every option" in text
+    assert f"[dashboard]({page})" in summary and f"[dashboard]({page})" in check.summary
+    assert "dashboard" not in summary_comment(run, reports, HEAD, plan)  # no public address: no link
+    # The review's list names both baselines.
+    c = reports[0].best_candidate()
+    assert c is not None and c.speedup_vs_compile is not None
+    assert f"{c.speedup_vs_eager:.2f}x eager, {c.speedup_vs_compile:.2f}x torch.compile" in plan.body

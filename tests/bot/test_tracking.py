@@ -177,3 +177,30 @@ def test_private_repositories_are_not_served(world: World) -> None:
     assert (
         "/api/v1/repos/{owner}/{repo}/stats" in paths and "/api/v1/repos/{owner}/{repo}/suggestions" in paths
     )
+
+
+def test_the_success_path_reads_as_success(world: World) -> None:
+    """Posted → applied by the author → the re-run on the new head: the applied comment keeps its
+    evidence and says so, the class is "already kernelized ✓" (not rejected), nothing new is posted."""
+    world.comment(RUN)
+    [s] = _suggestions(world)
+    [review] = world.reviews()
+    evidence = review.comments[0].body
+    applied_sha = fake_sha("head", 61)
+    _push(world, applied_sha, _applied_source(s.code), "Apply suggestion", author="author")
+    assert _suggestions(world)[0].status == "applied"
+    world.comment(RUN)  # a maintainer asks again on the applied head
+
+    [old] = world.reviews()  # nothing new to review
+    assert old.body.startswith("**Applied ✓:**") and applied_sha[:7] in old.body
+    [line] = old.comments
+    assert line.body.startswith(f"**Applied ✓** in `{applied_sha[:7]}`")
+    assert "```suggestion" not in line.body and "```python" in line.body  # nothing to apply twice
+    assert evidence.split("```suggestion")[0].strip() in line.body  # the evidence it was posted with
+    summary = next(r for r in reversed(world.replies()) if "kernelize:summary" in r)
+    assert "Nothing was run on this head." in summary
+    assert "already kernelized ✓" in summary and "rejected" not in summary
+    assert f"verified on `{HEAD[:7]}`" in summary and "not run again" in summary
+    check = world.checks()[-1]
+    assert check.head_sha == applied_sha and check.conclusion == "neutral"
+    assert "already kernelized ✓" in check.output["summary"]

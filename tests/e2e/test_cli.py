@@ -112,7 +112,13 @@ def test_add_relu_run_completes(add_relu):
     assert m["build_source"] == "kernelbench"
     assert m["inputs"] == [{"shape": [16, 100], "dtype": "float32"}] * 2
     assert m["init_args"] == [] and m["init_kwargs"] == {}
-    assert m["baselines"] == {"eager_ms": None, "compile_ms": None, "compile_error": None}
+    assert m["baselines"] == {
+        "eager_ms": None,
+        "compile_ms": None,
+        "compile_error": None,
+        "training_eager_ms": None,
+        "training_compile_ms": None,
+    }
     assert m["best"] == "ok.py"
     assert sorted(add_relu.candidates()) == ADD_RELU_FILES  # each file evaluated exactly once
     assert len(m["candidates"]) == len(ADD_RELU_FILES)
@@ -756,3 +762,28 @@ def test_no_isolation_says_what_it_gives_up(cli, tmp_path):
     warning, error = stderr.splitlines()
     assert warning.startswith("kernelize: warning: --no-isolation: ") and "without a sandbox" in warning
     assert error == f"kernelize: error: {tmp_path / 'absent.py'}: no such file"
+
+
+# ---------------------------------------------------------------------------
+# together.py: a file's suggestions are checked applied together (runners/together.py)
+
+
+def test_two_targets_in_one_file_are_checked_applied_together(cli, tmp_path):
+    """Scale's and Shift's suggestions each verify alone, but both register the custom op
+    kernelize::pointwise: applied together, Shift's serves Scale too, so only Shift's is suggested."""
+    folder = tmp_path / "candidates"
+    for cls, name in (("Scale", "scale_pointwise.py"), ("Shift", "shift_pointwise.py")):
+        (folder / cls).mkdir(parents=True)
+        shutil.copy(CANDIDATES / "together" / name, folder / cls / name)
+    problem = "tests/problems/together.py"
+    run = kernelize(cli, tmp_path, [f"{problem}::Shift", f"{problem}::Scale", "--candidates", str(folder)])
+    assert run.rc == 0, run.stderr
+    assert [m["class_name"] for m in run.report["modules"]] == ["Shift", "Scale"]  # as asked
+    assert run.module("Shift")["best"] == "shift_pointwise.py"
+    assert run.module("Scale")["best"] is None and run.module("Scale")["best_source"] is None
+    scale = run.candidates("Scale")["scale_pointwise.py"]
+    assert scale["status"] == "incorrect"
+    assert scale["reason"].startswith(
+        "applied together with the suggestion for Shift, this class no longer verifies: "
+    )
+    assert "checking the suggestions for Scale and Shift applied together" in run.stderr

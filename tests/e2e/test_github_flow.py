@@ -253,20 +253,21 @@ def test_pull_request_to_suggestion(world: World) -> None:
 
 @pytest.mark.timeout(1200)
 def test_a_gpu_worker_killed_mid_task_is_replaced_and_posts_once(tmp_path: Path) -> None:
-    """acks late + a visibility timeout longer than one module (each runs a reference runner and
-    the judge now, ~25 s here) but short for a test: the killed worker's task comes back to a new worker,
-    the chord completes once, and the pull request gets exactly one review and one check run."""
-    w = World(tmp_path, "redis", KILL_BROKER, KILL_BACKEND, {"KERNELIZE_VISIBILITY_TIMEOUT_S": "60"})
+    """acks late + a visibility timeout longer than one task (a file's four modules, each with a
+    reference runner and the judge, ~25 s each here) but short for a test: the killed worker's task
+    comes back to a new worker, the chord completes once, and the pull request gets exactly one review
+    and one check run."""
+    w = World(tmp_path, "redis", KILL_BROKER, KILL_BACKEND, {"KERNELIZE_VISIBILITY_TIMEOUT_S": "240"})
     try:
         assert w.post("e2e-kill-1").status_code == 202
         deadline = time.monotonic() + 120
-        while "kernelize.kernelize_module" not in w.log("gpu") or "received" not in w.log("gpu"):
+        while "kernelize.kernelize_file" not in w.log("gpu") or "received" not in w.log("gpu"):
             assert time.monotonic() < deadline, w.logs()
             time.sleep(0.1)
         w.procs["gpu"].kill()  # mid-task: no chance to acknowledge or requeue
         w.procs["gpu"].wait()
         w.start_gpu("gpu2")
-        w.wait_for_completed_check(timeout=900)  # four modules, each with its reference runner
+        w.wait_for_completed_check(timeout=900)  # one file's four modules, each with its reference runner
         assert len(w.fake.reviews[(w.owner, w.repo, w.number)]) == 1
         [check] = w.fake.check_runs[(w.owner, w.repo)]
         assert check.conclusion == "success"

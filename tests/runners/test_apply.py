@@ -6,7 +6,14 @@ import textwrap
 
 import pytest
 
-from runners.apply import ApplyError, applied, check_applied, unique_helpers
+from runners.apply import (
+    ApplyError,
+    Suggestion,
+    applied,
+    check_applied,
+    check_applied_together,
+    unique_helpers,
+)
 
 FILE = textwrap.dedent(
     """\
@@ -130,3 +137,83 @@ def test_code_that_breaks_the_file_is_refused():
     start, end = lines_of(FILE, "RMSNorm")
     with pytest.raises(ApplyError, match="would not parse"):
         check_applied(FILE, start, end, "class RMSNorm(:\n", "RMSNorm")
+
+
+def together(*classes: tuple[str, str]) -> list[Suggestion]:
+    """Suggestions (class, code) over FILE's lines of each class."""
+    return [Suggestion(cls, *lines_of(FILE, cls), code) for cls, code in classes]
+
+
+def own(cls: str, factor: float) -> str:
+    return unique_helpers(suggestion(cls, factor), cls, FILE)
+
+
+def test_suggestions_applied_together_shift_no_line_and_keep_the_rest_of_the_file():
+    """Bottom-up: the longer RMSNorm suggestion above does not move GeGLU's lines from under it."""
+    import torch
+
+    rms, geglu = own("RMSNorm", 3.0), own("GeGLU", 5.0)
+    # In either order: the same file.
+    text = check_applied_together(FILE, together(("GeGLU", geglu), ("RMSNorm", rms)))
+    assert text == check_applied_together(FILE, together(("RMSNorm", rms), ("GeGLU", geglu)))
+    start, end = lines_of(FILE, "GeGLU")
+    one_by_one = check_applied(FILE, start, end, geglu, "GeGLU")
+    start, end = lines_of(FILE, "RMSNorm")
+    assert text == check_applied(one_by_one, start, end, rms, "RMSNorm")
+    assert text.count("class RMSNorm") == text.count("class GeGLU") == 1
+    assert text.startswith("import torch\nfrom torch import nn\n\nSCALE = 2.0\n")
+    namespace: dict[str, object] = {}
+    exec(compile(text, "models.py", "exec"), namespace)
+    x = torch.ones(4)
+    assert torch.equal(namespace["RMSNorm"]()(x), x * 3.0)  # type: ignore[operator]
+    assert torch.equal(namespace["GeGLU"]()(x), x * 5.0)  # type: ignore[operator]
+
+
+def test_suggestions_over_overlapping_lines_are_refused_naming_both():
+    rms_start = lines_of(FILE, "RMSNorm")[0]
+    geglu_start, geglu_end = lines_of(FILE, "GeGLU")
+    wide = Suggestion("RMSNorm", rms_start, geglu_start, own("RMSNorm", 3.0))  # runs into GeGLU
+    with pytest.raises(ApplyError) as caught:
+        check_applied_together(FILE, [Suggestion("GeGLU", geglu_start, geglu_end, own("GeGLU", 5.0)), wide])
+    assert str(caught.value) == (
+        f"the suggestions for RMSNorm (lines {rms_start}-{geglu_start}) and GeGLU "
+        f"(lines {geglu_start}-{geglu_end}) replace overlapping lines"
+    )
+    assert caught.value.classes == ("RMSNorm", "GeGLU")
+
+
+@pytest.mark.parametrize(
+    ("rms_extra", "geglu_extra", "name"),
+    [
+        ("_BLOCK = 128\n", "_BLOCK = 128\n", "_BLOCK"),  # the same statement, yet one shared global
+        ("import numpy as np\n", "import torch as np\n", "np"),  # one name, two things imported
+        ("def tl(x):\n    return x\n", "import triton.language as tl\n", "tl"),
+    ],
+)
+def test_two_suggestions_binding_one_name_are_refused_naming_both(rms_extra, geglu_extra, name):
+    """Names no helper renaming reached (written by hand here): the later binding would serve both."""
+    rms, geglu = rms_extra + "\n\n" + own("RMSNorm", 3.0), geglu_extra + "\n\n" + own("GeGLU", 5.0)
+    with pytest.raises(ApplyError) as caught:
+        check_applied_together(FILE, together(("RMSNorm", rms), ("GeGLU", geglu)))
+    assert str(caught.value) == (
+        f"the suggestion for GeGLU binds {name} (its line 1), and so does the suggestion for RMSNorm "
+        "(its line 1): applied together, GeGLU's would replace RMSNorm's"
+    )
+    assert caught.value.classes == ("RMSNorm", "GeGLU")  # the later one last: the one to leave out
+
+
+def test_two_suggestions_importing_the_same_thing_are_fine():
+    rms = "import triton\nimport triton.language as tl\nimport torch.nn as nn\n\n\n" + own("RMSNorm", 3.0)
+    geglu = "import triton\nfrom triton import language as tl\nfrom torch import nn\n\n\n" + own("GeGLU", 5.0)
+    text = check_applied_together(FILE, together(("RMSNorm", rms), ("GeGLU", geglu)))
+    assert text.count("import triton\n") == 2 and "from triton import language as tl" in text
+
+
+def test_a_suggestion_that_breaks_the_file_on_its_own_is_named():
+    with pytest.raises(
+        ApplyError, match=r"^the suggestion for GeGLU: the suggestion's line 1 rebinds SCALE"
+    ) as caught:
+        check_applied_together(
+            FILE, together(("RMSNorm", own("RMSNorm", 3.0)), ("GeGLU", "SCALE = 1.0\n" + own("GeGLU", 5.0)))
+        )
+    assert caught.value.classes == ("GeGLU",)

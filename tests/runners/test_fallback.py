@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from runners.fallback import EAGER, TRITON, FallbackError, with_eager_path
+from runners.fallback import EAGER, KERNELIZED, TRITON, FallbackError, is_kernelized, with_eager_path
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = textwrap.dedent(
@@ -79,6 +79,20 @@ def test_forward_dispatches_with_the_original_signature():
     # The original forward comes along unchanged but for its name; the class attribute too.
     assert "self._stats(x) + self.eps" in ast.unparse(methods[EAGER])
     assert any(isinstance(n, ast.Assign) and ast.unparse(n) == "eps = 1e-05" for n in _class(out).body)
+
+
+def test_a_class_already_kernelized_is_recognised_and_not_run_again(tmp_path):
+    from runners import pipeline
+
+    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    assert is_kernelized(out, "Norm") and not is_kernelized(ORIGINAL, "Norm")
+    assert not is_kernelized(out, "Other") and not is_kernelized("def broken(:", "Norm")
+    path = tmp_path / "norm.py"
+    path.write_text(out)
+    [problem], _ = pipeline.problems_for(str(path), str(tmp_path), "Norm", {})
+    report = pipeline.kernelize(problem, [], pipeline.Settings(device="cpu"))
+    # Before anything is built or run: nothing to generate, and never "rejected".
+    assert (report.status, report.reason, report.candidates) == ("kernelized", KERNELIZED, [])
 
 
 def test_imports_it_needs_are_added_once():

@@ -50,4 +50,12 @@ def test_candidate_outcomes() -> None:
         "module": {"candidates": [{"generator": "kernelllm", "status": "incorrect"}, {"generator": "files"}]}
     }
     assert candidate_outcomes(result) == [("kernelllm", "incorrect"), ("files", "?")]
+    per_file = {
+        "modules": [result["module"], {"candidates": [{"generator": "template", "status": "correct"}]}]
+    }
+    assert candidate_outcomes(per_file) == [
+        ("kernelllm", "incorrect"),
+        ("files", "?"),
+        ("template", "correct"),
+    ]
     assert candidate_outcomes(None) == [] and candidate_outcomes({"skipped": "x"}) == []

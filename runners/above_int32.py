@@ -1,0 +1,348 @@
+"""The judge's family "above 2^31 elements" (CUDA): offsets that overflow int32.
+
+``offsets = pid * BLOCK + tl.arange(0, BLOCK)`` with an int32 program id wraps past 2^31
+elements: on a larger tensor the kernel reads and writes the wrong places (or faults), on every
+smaller one it is right. Before a candidate is suggested (``runners/chosen.py``) the judge plans
+one more call: the normal family's inputs with the leading dimension scaled (every input that
+shares it) until one tensor has more than 2^31 elements, drawn from its own seed. The original
+runs on it once per module in a reference runner of its own, each candidate to be suggested in
+a runner of its own: forward only, outputs only (no float64 copy, no inputs written back: each
+tensor is several GiB), and the judge compares the outputs like any other family
+(``verify.compare``, chunk by chunk in float64).
+
+Skipped, the reason listed with the report's skipped families: on CPU (the interpreter runs every
+one of millions of program instances in Python); where no input has a leading dimension; where
+the GPU's free memory, the disk or the host's available memory cannot hold it (:func:`need`);
+where the original itself raises on it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import shutil
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from runners import buffers, inputs, sandbox
+from runners.judge import Judge
+from runners.memcheck import Outcome
+from runners.protocol import Arg, Call, ProtocolError, RunReply, RunRequest
+from runners.verify import Mismatch, compare
+
+FAMILY = "above 2^31 elements"
+LIMIT = 2**31
+GIB = 2**30
+INPUTS = "above-int32-inputs.bin"
+REFERENCE = "above-int32-reference.bin"
+CANDIDATE = "above-int32-candidate.bin"
+NOT_ON_CPU = "not run on CPU (the Triton interpreter runs each of millions of program instances in Python)"
+
+Spec = dict[str, Any]
+
+
+def scaled(specs: list[Spec], limit: int = LIMIT) -> tuple[list[Spec], int, int] | str:
+    """(the specs with the leading dimension scaled, its old size, its new size), or why not: every
+    input whose leading dimension is the first input's grows to the fewest rows that give one of
+    them more than ``limit`` elements."""
+    shapes = [s["tensor"]["shape"] for s in specs if "tensor" in s and s["tensor"]["shape"]]
+    if not shapes or not shapes[0][0]:
+        return "no tensor input with a leading dimension to scale"
+    lead = shapes[0][0]
+    per_row = max(math.prod(s[1:]) for s in shapes if s[0] == lead)
+    if not per_row:
+        return "the inputs are empty"
+    rows = limit // per_row + 1
+    if rows <= lead:
+        return f"the normal inputs already have more than {limit} elements"
+    out = []
+    for spec in specs:
+        t = spec.get("tensor")
+        if t is not None and t["shape"] and t["shape"][0] == lead:
+            spec = {"tensor": {**t, "shape": [rows, *t["shape"][1:]]}}
+        out.append(spec)
+    return out, lead, rows
+
+
+def _itemsize(dtype: str) -> int:
+    return torch.empty((), dtype=buffers.dtype_of(dtype)).element_size()
+
+
+def tensor_bytes(specs: list[Spec], dtype: str | None) -> list[int]:
+    """Bytes of each tensor input, floating ones in the dtype the judge checks in."""
+    out = []
+    for s in specs:
+        if "tensor" in s:
+            name = s["tensor"]["dtype"]
+            if dtype and name.startswith(("float", "bfloat")):
+                name = dtype
+            out.append(math.prod(s["tensor"]["shape"]) * _itemsize(name))
+    return out
+
+
+@dataclass(frozen=True)
+class Need:
+    """What the family needs, in bytes: the GPU (the original's runner, then the candidate's, each
+    with its inputs, outputs and temporaries; then the judge, with both outputs), the disk (the
+    inputs, both runners' outputs) and the host (a tensor on its way to or from the GPU, twice)."""
+
+    gpu: int
+    disk: int
+    host: int
+
+
+def need(input_bytes: int, output_bytes: int, largest: int) -> Need:
+    return Need(
+        gpu=2 * (input_bytes + output_bytes) + 2 * GIB,
+        disk=input_bytes + 2 * output_bytes + GIB,
+        host=2 * largest + 2 * GIB,
+    )
+
+
+def shortfall(needed: Need, gpu_free: int, disk_free: int, host_free: int) -> str:
+    """'' when it fits, else why not, with the figures."""
+    for what, want, have in (
+        ("GPU memory", needed.gpu, gpu_free),
+        ("disk", needed.disk, disk_free),
+        ("host memory", needed.host, host_free),
+    ):
+        if want > have:
+            return f"needs about {want / GIB:.1f} GiB of {what}, {have / GIB:.1f} GiB free"
+    return ""
+
+
+def _host_available() -> int:
+    with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as fh:
+        for line in fh:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+class Family:
+    """The family for one module: planned, and the original run, once; each candidate checked.
+
+    ``limit``: the element count to go past (smaller ones test the plumbing on CPU)."""
+
+    def __init__(
+        self,
+        judge: Judge,
+        timeout_s: float,
+        memory_mb: int,
+        env: dict[str, str],
+        python: str | None,
+        limit: int = LIMIT,
+    ) -> None:
+        self.judge, self.timeout_s, self.env, self.python = judge, timeout_s, env, python
+        self.memory_mb, self.limit = memory_mb, limit
+        self.device, self.dir = judge.device, judge.dir
+        self.input_bytes = self.output_bytes = 0
+        self.skipped = ""  # why not, once known
+        self.call: Call | None = None
+        self.shapes: list[list[int]] = []
+        self.reference: Any = None  # the original's reply to the call
+        self._blob: Any = b""
+
+    def check(self, req: dict[str, Any], readable: list[str], tf32: bool) -> Outcome:
+        """The candidate in ``req`` (the request ``runners.verify.evaluate`` takes, without the
+        judge's part) on the family; ``readable``: what its runner reads besides the inputs."""
+        if self.call is None and not self.skipped:
+            self.skipped = self._prepare()
+        if self.skipped:
+            return Outcome("skipped", self.skipped)
+        assert self.call is not None
+        path = self.dir / CANDIDATE
+        res = sandbox.run(
+            "runners.above_int32:candidate_target",
+            {**req, "judge": self._request("candidate", CANDIDATE).to_dict()},
+            self._limits(),
+            env=self.env,
+            python=self.python,
+            collect=CANDIDATE,
+            collect_to=path,
+            readable=[*readable, str(self.dir / INPUTS)],
+        )
+        try:
+            return self._compare(res, tf32)
+        finally:
+            with contextlib.suppress(OSError):
+                path.unlink()
+
+    def _compare(self, res: sandbox.SandboxResult, tf32: bool) -> Outcome:
+        where = f"judge, {FAMILY}, shape {self.shapes}"
+        if res.outcome != "ok" or res.payload is None:
+            return Outcome("incorrect", f"{where}: the candidate's runner {res.outcome}: {res.reason}")
+        blob = buffers.map_file(res.blob_path)
+        try:
+            reply = RunReply.from_dict(res.payload)
+            if reply.error or len(reply.calls) != 1:
+                return Outcome("incorrect", f"{where}: {reply.error or 'no answer'}")
+            got = reply.calls[0]
+            if got.error:
+                return Outcome("incorrect", f"{where}: {sandbox.untrusted_text(got.error, 600)}")
+            if any(t.device != self.device for t in got.outputs):
+                return Outcome("incorrect", f"{where}: an output is not on {self.device}")
+            native = [buffers.rebuild(self._blob, t, self.device) for t in self.reference.outputs]
+            mine = [buffers.rebuild(blob, t, self.device) for t in got.outputs]
+            compare(mine, native, native, where, tf32, self.device, self.judge.table)
+            return Outcome("passed", FAMILY)
+        except ProtocolError as exc:
+            return Outcome("rejected", f"judge: the candidate runner's reply is malformed: {exc}")
+        except Mismatch as exc:
+            return Outcome("incorrect", str(exc))
+        finally:
+            if not isinstance(blob, bytes):
+                blob.close()
+            self._release()
+
+    def _prepare(self) -> str:
+        """Plan the call and run the original on it; '' or why the family is skipped."""
+        judge = self.judge
+        plan = scaled(judge.build["inputs"], self.limit)
+        if isinstance(plan, str):
+            return plan
+        specs, lead, rows = plan
+        sizes = tensor_bytes(specs, judge.dtype)
+        normal = next((p for p in judge.planned if p.family == "normal"), None)
+        ref = judge.reference.get(normal.call.name) if normal is not None else None
+        out_bytes = math.ceil(sum(t.nbytes for t in ref.outputs) * rows / lead) if ref is not None else 0
+        self.input_bytes, self.output_bytes = sum(sizes), out_bytes
+        self._release()
+        why = shortfall(
+            need(self.input_bytes, out_bytes, max([*sizes, out_bytes])),
+            torch.cuda.mem_get_info()[0] if self.device == "cuda" else sys.maxsize,
+            shutil.disk_usage(self.dir).free,
+            _host_available(),
+        )
+        if why:
+            return why
+        self.shapes = inputs.tensor_shapes(specs)
+        self.call = Call("call 0", self._write(specs, judge.seed + 31))
+        res = sandbox.run(
+            "runners.above_int32:reference_target",
+            self._request("reference", REFERENCE).to_dict(),
+            self._limits(),
+            env=self.env,
+            python=self.python,
+            collect=REFERENCE,
+            collect_to=self.dir / REFERENCE,
+            readable=[*sandbox.problem_paths(judge.file, judge.root), str(self.dir / INPUTS)],
+        )
+        if res.outcome != "ok" or res.payload is None:
+            return f"the original failed on it in its runner: {res.reason}"
+        try:
+            reply = RunReply.from_dict(res.payload)
+        except ProtocolError as exc:
+            return f"the reference runner's reply is malformed: {exc}"
+        error = reply.error or (reply.calls[0].error if len(reply.calls) == 1 else "no answer")
+        if error:
+            return f"the original raised ({sandbox.untrusted_text(error, 300)})"
+        self.reference = reply.calls[0]
+        self._blob = buffers.map_file(res.blob_path)
+        return ""
+
+    def _write(self, specs: list[Spec], seed: int) -> tuple[Arg, ...]:
+        """Draw the inputs on the device, one tensor at a time, into the inputs file."""
+        checked = getattr(torch, self.judge.dtype) if self.judge.dtype else None
+        gen = torch.Generator(device=self.device).manual_seed(seed)
+        args = []
+        with buffers.Writer(self.dir / INPUTS) as writer:
+            for spec in specs:
+                value = inputs.make_value(spec, gen, self.device)
+                if not isinstance(value, torch.Tensor):
+                    args.append(Arg(value=value))
+                    continue
+                if checked is not None and value.is_floating_point():
+                    value = value.to(checked)
+                args.append(Arg(tensor=writer.add(value)))
+                del value
+        (self.dir / INPUTS).chmod(0o444)
+        self._release()
+        return tuple(args)
+
+    def _release(self) -> None:
+        """Hand the judge's own cached GPU memory back, for the runners that come next."""
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
+
+    def _request(self, role: str, outputs: str) -> RunRequest:
+        judge = self.judge
+        assert self.call is not None
+        return RunRequest(
+            role=role,
+            device=self.device,
+            file=judge.file,
+            root=judge.root,
+            class_name=judge.class_name,
+            build=judge.build,
+            inputs_path=str(self.dir / INPUTS),
+            inputs_sha256="",  # never hashed (GiBs): the file is read-only in every sandbox
+            calls=(self.call,),
+            dtype=judge.dtype,
+            outputs_name=outputs,
+        )
+
+    def _limits(self) -> sandbox.Limits:
+        """The runner's usual limits, plus the inputs it maps and the outputs it copies out."""
+        extra = math.ceil((self.input_bytes + 2 * self.output_bytes) / 2**20)
+        return sandbox.Limits(self.timeout_s, self.memory_mb + extra)
+
+    def close(self) -> None:
+        if not isinstance(self._blob, bytes):
+            self._blob.close()
+        for name in (INPUTS, REFERENCE, CANDIDATE):
+            with contextlib.suppress(OSError):
+                (self.dir / name).unlink()
+
+
+# ---------------------------------------------------------------------------
+# The runners' side (inside a sandbox)
+
+
+def _forward(module: torch.nn.Module, r: RunRequest, cast: Any) -> dict[str, Any]:
+    """Each call forward only, without autograd; its outputs written, nothing else."""
+    from runners import runner
+    from runners.protocol import CallReply
+    from runners.verify import describe_exc, flatten
+
+    data = runner.read_inputs(r.inputs_path)
+    replies = []
+    with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
+        for call in r.calls:
+            try:
+                args = runner.call_args(call, data, r.device)
+                if cast is not None:
+                    args = cast(args)
+                with torch.no_grad():
+                    outs = flatten(module(*args))
+                if r.device == "cuda":
+                    torch.cuda.synchronize()
+                del args  # the inputs' GiBs, before the outputs are copied out
+                replies.append(CallReply(name=call.name, outputs=tuple(writer.add(o) for o in outs)))
+                del outs
+            except Exception as exc:
+                replies.append(CallReply(name=call.name, error=describe_exc(exc, "raised")))
+    return RunReply(calls=tuple(replies)).to_dict()
+
+
+def reference_target(req: dict[str, Any]) -> dict[str, Any]:
+    """The original alone on the family's call."""
+    from runners.verify import Problem
+
+    r = RunRequest.from_dict(req)
+    base = {"device": r.device, "file": r.file, "root": r.root, "class_name": r.class_name, "dtype": r.dtype}
+    problem = Problem(base, r.build)
+    return _forward(problem.module, r, problem.cast)
+
+
+def candidate_target(req: dict[str, Any]) -> dict[str, Any]:
+    """The candidate alone on the family's call (built as ``runners.verify.evaluate`` builds it)."""
+    from runners.verify import Problem, load_candidate
+
+    problem = Problem(req, req["build"])
+    _, cand = load_candidate(req, problem)
+    return _forward(cand, RunRequest.from_dict(req["judge"]), None)

@@ -1,0 +1,294 @@
+"""The chosen candidate's last checks: memory accesses, and offsets above 2^31 elements.
+
+On CPU the Triton interpreter checks every load and store (runners/bounds.py): the suite's store
+one past the end is called correct without it. compute-sanitizer needs a GPU, so here its
+plumbing is checked with stand-ins: a wrapper inside the sandbox whose exit status comes back,
+the sanitizer's report read, and the verdict decided by the exit status alone. The family above
+2^31 elements runs here with a small limit (the same planning, runners and comparison).
+The real runs are in tests/runners/test_gpu.py.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from runners import above_int32, chosen, memcheck, sandbox
+from runners.judge import Judge
+from runners.results import CandidateResult, Status, Verdict
+
+ROOT = Path(__file__).resolve().parents[2]
+MEMORY = ROOT / "tests/candidates/adversarial/memory"
+HONEST = ROOT / "tests/candidates/adversarial/add_relu/ok.py"
+ENV = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
+
+REPORT = """\
+========= COMPUTE-SANITIZER
+========= Invalid __global__ write of size 4 bytes
+=========     at _add_relu_kernel+0x2f0 in /tmp/kernelize-chosen-1/candidate.py:17
+=========     by thread (63,0,0) in block (131247,0,0)
+=========     Address 0x7f3a5e000000 is out of bounds
+=========     and is 1 bytes after the nearest allocation at 0x7f3a5a000000 of size 67174412 bytes
+=========     Saved host backtrace up to driver entry point at kernel launch time
+=========         Host Frame: [0x2dfbef] in libcuda.so.1
+=========
+========= Invalid __global__ write of size 4 bytes
+=========     at _add_relu_kernel+0x2f0 in /tmp/kernelize-chosen-1/candidate.py:17
+=========
+========= ERROR SUMMARY: 2 errors
+"""
+
+
+def test_the_interpreter_catches_a_store_one_past_the_end(cli, tmp_path):
+    report, cands = tmp_path / "report.json", tmp_path / "cands"
+    shutil.copytree(MEMORY, cands)
+    shutil.copy(HONEST, cands / "ok.py")
+    args = ["run", "tests/problems/add_relu.py", "--candidates", str(cands), "--timeout", "120"]
+    rc, _, err = cli([*args, "--json", str(report), "--quiet"])
+    assert rc == 0, err
+    [module] = json.loads(report.read_text())["modules"]
+    got = {c["id"]: c for c in module["candidates"]}
+    bad = got["store_one_past.py"]
+    assert bad["status"] == "incorrect", bad["reason"]
+    assert bad["reason"].startswith(
+        "memory check (Triton interpreter bounds check): out-of-bounds store of 4 bytes in kernel "
+    ), bad["reason"]
+    assert "0 bytes past the end of out_ptr (6400 bytes)" in bad["reason"]
+    ok = got["ok.py"]
+    assert ok["status"] == "correct", ok["reason"]
+    assert module["best"] == "ok.py"
+    assert ok["provenance"]["memory_check"] == chosen.CPU_MEMORY_CHECK
+    assert chosen.CPU_MEMORY_CHECK in ok["notes"]
+    assert ok["provenance"]["judge"]["skipped"][above_int32.FAMILY] == above_int32.NOT_ON_CPU
+
+
+# ---------------------------------------------------------------------------
+# compute-sanitizer's verdict
+
+
+def test_the_first_error_is_read_with_its_details():
+    assert memcheck.first_error(REPORT) == (
+        "Invalid __global__ write of size 4 bytes "
+        "at _add_relu_kernel+0x2f0 in /tmp/kernelize-chosen-1/candidate.py:17 "
+        "by thread (63,0,0) in block (131247,0,0) Address 0x7f3a5e000000 is out of bounds "
+        "and is 1 bytes after the nearest allocation at 0x7f3a5a000000 of size 67174412 bytes"
+    )
+    assert memcheck.first_error("========= COMPUTE-SANITIZER\n========= ERROR SUMMARY: 0 errors\n") == ""
+
+
+def _result(outcome: str, rc: int | None, payload: Any = None, log: str = "") -> sandbox.SandboxResult:
+    return sandbox.SandboxResult(outcome, payload, "", rc, "", 1.0, ["bwrap"], blob=log.encode())
+
+
+@pytest.mark.parametrize(
+    ("res", "status", "text"),
+    [
+        (
+            _result("ok", 86, {"calls": 3, "errors": []}, REPORT),
+            "incorrect",
+            "memory check (compute-sanitizer",
+        ),
+        # The exit status decides: errors on its log alone (the candidate can write there) are not
+        # evidence, and a crash after an error is still that error.
+        (_result("ok", 0, {"calls": 3, "errors": []}, REPORT), "passed", "memory check: compute-sanitizer"),
+        (_result("crashed", 86, None, REPORT), "incorrect", "memory check (compute-sanitizer"),
+        (_result("ok", 86, {"calls": 3}, ""), "incorrect", "memory check (compute-sanitizer memcheck): an "),
+        (_result("timeout", -9), "skipped", "memory check: not finished under compute-sanitizer"),
+        (_result("ok", 0, {"calls": 2, "errors": []}), "skipped", "memory check: not finished"),
+        (_result("ok", 0, {"calls": 3, "errors": ["raised: boom"]}), "skipped", "memory check: not finished"),
+    ],
+)
+def test_the_exit_status_decides_and_the_report_is_the_evidence(res, status, text):
+    got = memcheck.verdict(res, 3)
+    assert (got.status, got.text[: len(text)]) == (status, text), got
+    if status == "incorrect" and res.blob:
+        assert "Invalid __global__ write of size 4 bytes at _add_relu_kernel" in got.text
+
+
+def test_without_compute_sanitizer_the_report_says_so(monkeypatch):
+    monkeypatch.setenv(memcheck.SANITIZER_ENV, "/nonexistent/compute-sanitizer")
+    got = memcheck.check({}, [], sandbox.Limits(), {}, None, 1)
+    assert got == memcheck.Outcome("skipped", "memory check: not run (compute-sanitizer not installed)")
+
+
+def test_a_wrapper_runs_inside_the_sandbox_and_its_exit_status_comes_back():
+    wrapper = ["/bin/sh", "-c", '"$@"; exit 86', "wrapper"]
+    res = sandbox.run("runners.sandbox:echo", {"device": "cpu"}, sandbox.Limits(60, 1024), wrapper=wrapper)
+    assert res.outcome == "ok", res.reason
+    assert res.payload is not None and res.payload["echo"] == {"device": "cpu"}
+    assert res.returncode == 86
+    assert "bwrap" in res.isolation
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory) -> Any:
+    spec = {"tensor": {"shape": [16, 100], "dtype": "float32", "dist": "normal"}}
+    judge = Judge(
+        device="cpu",
+        file=str(ROOT / "tests/problems/add_relu.py"),
+        root=None,
+        class_name="Model",
+        build={"source": "kernelbench", "init_args": [], "init_kwargs": {}, "inputs": [spec, spec]},
+        variants=[],
+        dtype=None,
+        grad=False,
+        seed=4321,
+    )
+    assert judge.run_reference(sandbox.Limits(120, 4096), ENV, None) == ""
+    yield judge
+    judge.close()
+
+
+def _request(judge: Judge, candidate: Path) -> tuple[dict[str, Any], list[str]]:
+    req = {
+        "device": "cpu",
+        "file": judge.file,
+        "root": None,
+        "class_name": "Model",
+        "candidate": str(candidate),
+        "build": judge.build,
+        "dtype": None,
+        "in_module": False,
+    }
+    return req, [*sandbox.problem_paths(judge.file, None), str(candidate)]
+
+
+def _stand_in(folder: Path, report: str, exit_status: str) -> Path:
+    """A compute-sanitizer stand-in: skips its options, runs the runner, writes ``report``."""
+    (folder / "bin").mkdir()
+    script = folder / "bin" / "compute-sanitizer"
+    script.write_text(
+        '#!/bin/sh\nwhile [ "${1#--}" != "$1" ]; do shift 2; done\n"$@"; rc=$?\n'
+        f"cat > {memcheck.LOG} <<'EOF'\n{report}EOF\nexit {exit_status}\n"
+    )
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return script
+
+
+@pytest.mark.parametrize(("exit_status", "status"), [("86", "incorrect"), ("$rc", "passed")])
+def test_the_runner_runs_every_judge_call_under_the_wrapper(
+    judge, tmp_path, monkeypatch, exit_status, status
+):
+    report = REPORT if exit_status == "86" else "========= ERROR SUMMARY: 0 errors\n"
+    monkeypatch.setenv(memcheck.SANITIZER_ENV, str(_stand_in(tmp_path, report, exit_status)))
+    candidate = tmp_path / "candidate.py"
+    shutil.copy(HONEST, candidate)
+    req, readable = _request(judge, candidate)
+    calls = judge.request("candidate", memcheck.LOG)
+    got = memcheck.check(
+        {**req, "judge": calls.to_dict()},
+        [*readable, str(judge.inputs_path)],
+        sandbox.Limits(120, 4096),
+        ENV,
+        None,
+        len(calls.calls),
+    )
+    assert got.status == status, got.text
+    if status == "passed":
+        n = len(calls.calls)
+        assert (
+            got.text
+            == f"memory check: compute-sanitizer memcheck found no invalid access in the judge's {n} calls"
+        )
+
+
+# ---------------------------------------------------------------------------
+# The family above 2^31 elements
+
+
+def test_the_leading_dimension_grows_until_one_input_passes_the_limit():
+    x = {"tensor": {"shape": [16, 100], "dtype": "float32"}}
+    w = {"tensor": {"shape": [100], "dtype": "float32"}}
+    specs, lead, rows = above_int32.scaled([x, x, w, {"value": 3}])
+    assert (lead, rows) == (16, 21474837) and rows * 100 > 2**31
+    assert [s.get("tensor", {}).get("shape") for s in specs] == [[rows, 100], [rows, 100], [100], None]
+    assert above_int32.tensor_bytes(specs, "bfloat16") == [rows * 100 * 2, rows * 100 * 2, 200]
+    assert above_int32.scaled([{"value": 1}]) == "no tensor input with a leading dimension to scale"
+    assert above_int32.scaled([{"tensor": {"shape": [2, 2**31], "dtype": "int8"}}]).startswith(
+        "the normal inputs already have more than"
+    )
+
+
+def test_the_family_is_skipped_with_the_figures_when_it_does_not_fit():
+    gib = above_int32.GIB
+    needed = above_int32.need(16 * gib, 8 * gib, 8 * gib)
+    assert needed == above_int32.Need(gpu=50 * gib, disk=33 * gib, host=18 * gib)
+    assert above_int32.shortfall(needed, 140 * gib, 60 * gib, 100 * gib) == ""
+    assert above_int32.shortfall(needed, 40 * gib, 60 * gib, 100 * gib) == (
+        "needs about 50.0 GiB of GPU memory, 40.0 GiB free"
+    )
+    assert above_int32.shortfall(needed, 140 * gib, 20 * gib, 100 * gib).endswith("of disk, 20.0 GiB free")
+
+
+TRUNCATED = """\
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):  # right below 4096 elements, zeros past them (as int32 offsets wrap)
+        out = torch.relu(x + y).reshape(-1)
+        out[4096:] = 0
+        return out.reshape(x.shape)
+"""
+
+
+def test_the_family_runs_the_original_once_and_compares_each_candidate(judge, tmp_path):
+    family = above_int32.Family(judge, 120, 4096, ENV, None, limit=4096)
+    try:
+        honest, truncated = tmp_path / "ok.py", tmp_path / "truncated.py"
+        shutil.copy(HONEST, honest)
+        truncated.write_text(TRUNCATED)
+        got = family.check(*_request(judge, honest), tf32=False)
+        assert got == memcheck.Outcome("passed", above_int32.FAMILY), got
+        assert family.shapes == [[41, 100], [41, 100]]
+        bad = family.check(*_request(judge, truncated), tf32=False)
+        assert bad.status == "incorrect"
+        assert bad.text.startswith(
+            "judge, above 2^31 elements, shape [[41, 100], [41, 100]]: output: max abs"
+        )
+    finally:
+        family.close()
+    assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.REFERENCE))
+
+
+# ---------------------------------------------------------------------------
+# What lands in the report
+
+
+def _chosen(families: list[str]) -> CandidateResult:
+    return CandidateResult(
+        "ok.py",
+        "files",
+        Status.CORRECT,
+        median_ms=0.1,
+        speedup_vs_eager=1.5,
+        verdict=Verdict.FASTER,
+        provenance={"judge": {"families": families, "skipped": {}}},
+    )
+
+
+def test_a_failed_check_becomes_the_status_and_the_rest_lands_in_the_report():
+    failed = _chosen(["normal"])
+    chosen._record(failed, memcheck.Outcome("incorrect", "memory check (x): y"), None)
+    assert (failed.status, failed.reason, failed.verdict) == (
+        Status.INCORRECT,
+        "memory check (x): y",
+        Verdict.NOT_MEASURED,
+    )
+    assert failed.median_ms is None and failed.speedup_vs_eager is None
+    passed = _chosen(["normal"])
+    chosen._record(passed, memcheck.Outcome("passed", "memory check: fine"), memcheck.Outcome("passed", "x"))
+    assert passed.status is Status.CORRECT and passed.notes == ["memory check: fine"]
+    assert passed.provenance["judge"]["families"] == ["normal", above_int32.FAMILY]
+    skipped = _chosen(["normal"])
+    chosen._record(
+        skipped, memcheck.Outcome("skipped", memcheck.NOT_INSTALLED), memcheck.Outcome("skipped", "why")
+    )
+    assert skipped.status is Status.CORRECT and skipped.notes == [memcheck.NOT_INSTALLED]
+    assert skipped.provenance["memory_check"] == memcheck.NOT_INSTALLED
+    assert skipped.provenance["judge"]["skipped"] == {above_int32.FAMILY: "why"}
