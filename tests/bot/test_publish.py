@@ -536,3 +536,16 @@ def test_every_surface_ends_with_the_next_steps() -> None:
     c = reports[0].best_candidate()
     assert c is not None and c.speedup_vs_compile is not None
     assert f"{c.speedup_vs_eager:.2f}x eager, {c.speedup_vs_compile:.2f}x torch.compile" in plan.body
+
+
+def test_the_evidence_comes_before_the_code() -> None:
+    judged = {"families": ["normal", "transposed views", "large magnitudes and outliers"], "skipped": {}}
+    best = winner(provenance={"judge": judged}, training="Triton backward (gradients checked)")
+    reports = [scale_report(best)]
+    body = plan_for(reports).comments[0].body
+    table, checked = body.index("| correctness |"), body.index("**Checked:**")
+    accepting, code = body.index("Accepting replaces `Scale`"), body.index("```suggestion")
+    assert table < checked < accepting < code
+    scope = body[checked : body.index("\n", checked)]
+    assert "3 input shapes, 3 input families chosen by the judge (normal; transposed views;" in scope
+    assert "inference and training (gradients of inputs and parameters), on NVIDIA H200" in scope
