@@ -3,6 +3,7 @@
 import torch
 import triton
 import triton.language as tl
+from torch import library
 
 
 @triton.jit
@@ -13,7 +14,7 @@ def _scale_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x * 2.0, mask=mask)
 
 
-@torch.library.custom_op("kernelize::pointwise", mutates_args=())
+@library.custom_op("kernelize::pointwise", mutates_args=())
 def scale(x: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)

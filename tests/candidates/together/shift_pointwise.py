@@ -2,6 +2,7 @@
 import torch
 import triton
 import triton.language as tl
+from torch import library
 
 
 @triton.jit
@@ -12,7 +13,7 @@ def _shift_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
     tl.store(out_ptr + offs, x + 1.0, mask=mask)
 
 
-@torch.library.custom_op("kernelize::pointwise", mutates_args=())
+@library.custom_op("kernelize::pointwise", mutates_args=())
 def shift(x: torch.Tensor) -> torch.Tensor:
     x = x.contiguous()
     out = torch.empty_like(x)
