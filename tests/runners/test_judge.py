@@ -733,6 +733,10 @@ def test_the_clock_check_rejects_events_that_report_a_quarter():
         clock_check(forged, 942, 1.107, H200_REFERENCE, H200_REFERENCE_SPAN)
     with pytest.raises(Reject, match="add up to at least"):
         clock_check({"median_ms": 5.0, "p10_ms": 4.9}, 942, 1.107, H200_REFERENCE, H200_REFERENCE_SPAN)
+    # Events that report 0.37 of the honest kernel's time, on its own span: within twice the claim
+    # plus 50 us, beyond CLOCK_SLACK (1.5x) of it.
+    with pytest.raises(Reject, match="the judge's clock saw"):
+        clock_check({"median_ms": 0.07, "p10_ms": 0.0695}, 942, 1.1114, H200_REFERENCE, H200_REFERENCE_SPAN)
 
 
 # Gradients the original itself makes NaN (sqrt at exact zeros, on the zero-rows family) are left
@@ -834,3 +838,26 @@ def test_an_untimed_run_says_nothing_of_training_timing(tmp_path):
         assert verdict.training_timing == Timed()
     finally:
         judge.close()
+
+
+def test_every_runner_does_the_same_harness_work_per_timed_call(monkeypatch) -> None:
+    """The clock check subtracts the harness cost measured on the original's runner from the
+    candidate's span: a candidate runner that did less work per call (its outputs' squared norm
+    skipped, as once) hid ~0.09 ms a call of real kernel time on an H200, enough for events that
+    report a quarter to pass."""
+    from runners import bench
+
+    made: list[bool] = []
+    real = bench.Projector
+
+    class Recording(real):  # type: ignore[misc, valid-type]
+        def __init__(self, seed: int, calls: int, device: str, quadratic: bool = False) -> None:
+            made.append(quadratic)
+            super().__init__(seed, calls, device, quadratic)
+
+    monkeypatch.setattr(bench, "Projector", Recording)
+    module = torch.nn.ReLU()
+    sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
+    ref = bench.time_reference(module, None, sets, 7, 1, "cpu", lambda _: None)
+    bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, 0.0, "cpu", lambda _: None)
+    assert made == [True, True]
