@@ -23,6 +23,8 @@ import tokenize
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
+from runners import pyast
+
 
 class ApplyError(ValueError):
     """Applying the suggestion would change the file beyond the class; the message says how.
@@ -108,8 +110,8 @@ def _rename(source: str, names: dict[str, str]) -> str:
 def unique_helpers(code: str, class_name: str, file_source: str) -> str:
     """``code`` with each top-level name it defines, other than ``class_name`` and its imports,
     suffixed with ``_<class_name>``."""
-    tree = ast.parse(code)
-    taken = {n for node in ast.parse(file_source).body for n in _bound(node)}
+    tree = pyast.parse(code)
+    taken = {n for node in pyast.parse(file_source).body for n in _bound(node)}
     renames: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
@@ -126,7 +128,7 @@ def unique_helpers(code: str, class_name: str, file_source: str) -> str:
     if not renames:
         return code
     renamed = _rename(code, renames)
-    ast.parse(renamed)
+    pyast.parse(renamed)
     return renamed
 
 
@@ -142,7 +144,7 @@ def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, cla
     change, drop or rebind anything but the class."""
     after = applied(file_source, lineno, end_lineno, code)
     old = _unchanged(file_source, after, {class_name}, "applying")
-    added = ast.parse(code).body
+    added = pyast.parse(code).body
     kept = {ast.dump(n) for n in old}
     old_names = {n for node in old for n in _bound(node)}
     old_imports = {k: v for node in old for k, v in _import_targets(node).items()}
@@ -165,10 +167,10 @@ def _unchanged(file_source: str, after: str, class_names: Collection[str], doing
     as it was; ApplyError (``doing`` says what would break it) when ``after`` does not parse or one
     is changed or gone."""
     try:
-        new_tree = ast.parse(after)
+        new_tree = pyast.parse(after)
     except SyntaxError as exc:
         raise ApplyError(f"the file would not parse after {doing} (line {exc.lineno}: {exc.msg})") from None
-    old = [n for n in ast.parse(file_source).body if not set(_bound(n)) & set(class_names)]
+    old = [n for n in pyast.parse(file_source).body if not set(_bound(n)) & set(class_names)]
     new = {ast.dump(n) for n in new_tree.body}
     for node in old:
         if ast.dump(node) not in new:
@@ -181,7 +183,7 @@ def _bindings(code: str) -> dict[str, tuple[int, str | None]]:
     """Each top-level name ``code`` binds: the line that first binds it, and the dotted thing every
     binding of it imports (None when anything but such an import binds it)."""
     out: dict[str, tuple[int, str | None]] = {}
-    for node in ast.parse(code).body:
+    for node in pyast.parse(code).body:
         imported = _import_targets(node)
         for name in _bound(node):
             line, target = out.get(name, (node.lineno, imported.get(name)))

@@ -10,6 +10,8 @@ import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from runners import pyast
+
 # torch.nn attributes that are classes but not modules.
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
 
@@ -30,7 +32,7 @@ class DiscoveryError(ValueError):
 
 def parse(source: str, filename: str = "<source>") -> ast.Module:
     try:
-        return ast.parse(source, filename=filename)
+        return pyast.parse(source, filename=filename)
     except SyntaxError as exc:
         raise DiscoveryError(f"{filename}:{exc.lineno}: syntax error: {exc.msg}") from None
 

@@ -39,6 +39,8 @@ import copy
 import re
 import textwrap
 
+from runners import pyast
+
 TRITON = "_forward_triton"
 EAGER = "_forward_eager"
 
@@ -54,7 +56,7 @@ def is_kernelized(source: str, class_name: str) -> bool:
     """Whether top-level ``class_name`` in ``source`` already has the layout
     :func:`with_eager_path` gives (both paths beside a dispatching ``forward``)."""
     try:
-        cls = _top_class(ast.parse(source), class_name, "the file")
+        cls = _top_class(pyast.parse(source), class_name, "the file")
     except (SyntaxError, FallbackError):
         return False
     return all(_method(cls, name) is not None for name in ("forward", TRITON, EAGER))
@@ -207,7 +209,7 @@ def has_backward(candidate: str, class_name: str) -> bool:
     """Whether the candidate's ``forward`` applies an autograd.Function of its file with a backward:
     then it brings its own gradients, and its suggestion takes the kernel path under training too."""
     try:
-        tree = ast.parse(candidate)
+        tree = pyast.parse(candidate)
     except SyntaxError:
         return False
     return bool(_applied_functions(tree, class_name))
@@ -217,7 +219,7 @@ def drop_backward(candidate: str, class_name: str) -> str:
     """The candidate without the backward of the autograd.Functions its forward applies, nor the
     top-level definitions only those backwards used (their kernels and launch helpers): what is
     suggested when the backward is wrong (the forward is kept; training takes the original path)."""
-    tree = ast.parse(candidate)
+    tree = pyast.parse(candidate)
     lines = candidate.splitlines()
     cut: list[tuple[int, int]] = []
     unused: set[str] = set()  # names the removed code read
@@ -231,7 +233,7 @@ def drop_backward(candidate: str, class_name: str) -> str:
         del lines[start - 1 : end]
     text = "\n".join(lines) + "\n"
     while True:  # then whatever only they used, until nothing more goes
-        tree = ast.parse(text)
+        tree = pyast.parse(text)
         dead = next((n for n in tree.body if _only_for(n, tree, unused, class_name)), None)
         if dead is None:
             return re.sub(r"\n{4,}", "\n\n\n", re.sub(r"\n\s*\n(\s*\n)+(?=    \S)", "\n\n", text))
@@ -304,10 +306,10 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
     """``candidate`` with ``original``'s forward kept as the path for non-CUDA inputs, and for
     training unless it brings its own backward (``backward``; None: :func:`has_backward`)."""
     try:
-        cand_tree = ast.parse(candidate)
+        cand_tree = pyast.parse(candidate)
     except SyntaxError as exc:
         raise FallbackError(f"the candidate does not parse (line {exc.lineno}: {exc.msg})") from None
-    orig_tree = ast.parse(original)
+    orig_tree = pyast.parse(original)
     cand_cls = _top_class(cand_tree, class_name, "the candidate")
     orig_cls = _top_class(orig_tree, class_name, "the original file")
     cand_forward = _method(cand_cls, "forward")
@@ -360,7 +362,7 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
     lines[first - 1 : first - 1] = [f"import {m}" for m in missing]
     out = "\n".join(lines) + "\n"
     try:
-        ast.parse(out)
+        pyast.parse(out)
     except SyntaxError as exc:  # e.g. a class body indented with tabs
         raise FallbackError(f"combining gave invalid code (line {exc.lineno}: {exc.msg})") from None
     return out

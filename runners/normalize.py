@@ -75,6 +75,8 @@ import itertools
 import re
 from dataclasses import dataclass, field
 
+from runners import pyast
+
 __all__ = ["ALLOWED_IMPORTS", "Normalized", "normalize"]
 
 
@@ -488,14 +490,7 @@ def normalize(source: str, class_name: str) -> Normalized:
     if not isinstance(source, str) or not isinstance(class_name, str) or not class_name.isidentifier():
         return Normalized(str(source), [], f"class name {class_name!r} is not an identifier")
     try:
-        try:
-            return _Normalizer(source, class_name).run()
-        except SystemError as exc:
-            # CPython 3.11's AST constructor can raise a spurious "recursion depth mismatch" when
-            # another thread ran Python code while it built the tree: once more, then it counts.
-            if "recursion depth mismatch" not in str(exc):
-                raise
-            return _Normalizer(source, class_name).run()
+        return _Normalizer(source, class_name).run()
     except _Reject as exc:
         return Normalized(source, [], str(exc))
     except RecursionError:
@@ -733,7 +728,7 @@ class _Normalizer:
 
     def run(self) -> Normalized:
         try:
-            tree = ast.parse(self.src)
+            tree = pyast.parse(self.src)
         except SyntaxError as exc:
             return Normalized(self.src, [], f"line {exc.lineno}: syntax error: {exc.msg}")
         except ValueError as exc:  # null bytes
@@ -1390,7 +1385,7 @@ class _Normalizer:
 
     def _check_output(self, out: str) -> None:
         try:
-            tree = ast.parse(out)
+            tree = pyast.parse(out)
         except SyntaxError as exc:
             raise _Reject(
                 f"the rewritten source does not parse (line {exc.lineno}: {exc.msg}); please report this file"

@@ -45,7 +45,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from runners import bench, inputs
+from runners import bench, inputs, pyast
 from runners.tolerances import TOLERANCES
 
 SEEDS = (0, 1, 2)
@@ -282,7 +282,7 @@ def recording() -> Iterator[None]:
 def screen_source(source: str) -> str | None:
     """The first honesty problem visible in the candidate's source, or None."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError as exc:
         return f"syntax error at line {exc.lineno}: {exc.msg}"
     module_aliases: set[str] = set()
@@ -561,7 +561,7 @@ def uses_tf32_dot(source: str) -> bool:
     """True when the code calls ``tl.dot`` (or ``triton.language.dot``) without asking for IEEE
     precision: read from the syntax tree, so a comment or a string mentioning it changes nothing."""
     try:
-        tree = ast.parse(source)
+        tree = pyast.parse(source)
     except SyntaxError:
         return False
     for node in ast.walk(tree):

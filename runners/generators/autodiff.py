@@ -23,6 +23,8 @@ import ast
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from runners import pyast
+
 
 class NoDerivative(Exception):
     """The body uses something without a rule here; the message names it."""
@@ -40,11 +42,11 @@ class Stmt:
 
 def _norm(text: str) -> str:
     """The expression with only the parentheses it needs."""
-    return ast.unparse(ast.parse(text, mode="eval"))
+    return ast.unparse(pyast.parse_expr(text))
 
 
 def _names(text: str) -> set[str]:
-    return {n.id for n in ast.walk(ast.parse(text, mode="eval")) if isinstance(n, ast.Name)}
+    return {n.id for n in ast.walk(pyast.parse_expr(text)) if isinstance(n, ast.Name)}
 
 
 # d(value)/d(operand) for functions of one operand: (adjoint g, operand a, value v) -> contribution.
@@ -175,12 +177,12 @@ class _Walk:
         g = self.adjoint.get(stmt.var)
         if g is None:
             return
-        expr = ast.parse(stmt.expr, mode="eval").body
+        expr = pyast.parse_expr(stmt.expr).body
         if stmt.reduce is None:
             self.back(expr, g, stmt.var)
             return
         # var = template(r): the adjoint of r, the reduced value (the template's own value is var).
-        template = ast.parse(stmt.template.format(r="reduced_"), mode="eval").body
+        template = pyast.parse_expr(stmt.template.format(r="reduced_")).body
         inner = _Walk({"reduced_"}, set(), self.fresh, self.mask, self.block)
         inner.adjoint = {}
         inner.back(template, g, stmt.var)
@@ -225,7 +227,7 @@ def adjoints(
     computed = {s.var for s in body}
     differentiable = (leaves | computed) - constant
     for s in body:
-        if s.reduce is None and isinstance(ast.parse(s.expr, mode="eval").body, ast.Compare):
+        if s.reduce is None and isinstance(pyast.parse_expr(s.expr).body, ast.Compare):
             differentiable.discard(s.var)
     vector = set(vectors)
     for s in body:  # a statement is a vector when it reads one (a reduction is per row)

@@ -43,7 +43,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from runners import sandbox
+from runners import pyast, sandbox
 from runners.generators.base import Candidate, GeneratorError, Problem
 from runners.normalize import normalize
 
@@ -84,7 +84,7 @@ class _Kernel:
 
 
 def _kernel(name: str, source: str) -> _Kernel:
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     lines = source.splitlines()
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     main = next((f for f in functions if f.name == name), None)
@@ -411,7 +411,7 @@ def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[
     from runners.generators.template import class_parts
 
     code = capture["code"]
-    tree = ast.parse(code)
+    tree = pyast.parse(code)
     kernels = _kernels(tree)
     wrapper, copied = _wrapper(tree, code, kernels, capture)
     try:

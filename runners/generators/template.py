@@ -70,7 +70,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from runners import sandbox
+from runners import pyast, sandbox
 from runners.generators import autodiff
 from runners.generators.base import Candidate, GeneratorError, Problem
 from runners.normalize import ALLOWED_IMPORTS
@@ -1538,7 +1538,7 @@ def render_function(
         '    forward computed from the saved tensors instead of keeping it."""'
     )
     function = f"class {fn}(torch.autograd.Function):\n{doc}\n\n{body}\n"
-    sig_taken = {n.arg for n in ast.walk(ast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
+    sig_taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
     named, scalars = _scalar_args(kernel, sig_taken)
     module_forward = [f"def forward({signature}){returns}:", *_guard_lines(kernel), *named]
     module_forward += _wrap(f"return {fn}.apply", [*tensors, *scalars], "    ")
@@ -1671,7 +1671,7 @@ class _Launch:
 
 
 def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> str:
-    taken = {n.arg for n in ast.walk(ast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
+    taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
     body = [f"def forward({signature}){returns}:", *_guard_lines(kernel)]
     lines, result = _launch_body(kernel, name, taken)
     body += [*lines, f"    return {result}"]
@@ -1833,7 +1833,7 @@ def _free_names(nodes: list[ast.AST]) -> set[str]:
 
 def class_parts(source: str, class_name: str) -> ClassParts:
     """What the emitted class copies from the original: raises Unsupported when it cannot stand alone."""
-    tree = ast.parse(source)
+    tree = pyast.parse(source)
     lines = source.splitlines()
     cls = next(
         (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name),
