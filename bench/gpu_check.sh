@@ -3,6 +3,7 @@
 # against eager and torch.compile on larger versions of the example problems.
 #
 #   OUT=/tmp/gpu-check [PART=honesty|timing|training] bash bench/gpu_check.sh
+#   OUT=/tmp/gpu-check PART=training PROBLEMS='rmsnorm layernorm' DTYPE=bfloat16 GPU_TESTS= bash bench/gpu_check.sh
 #
 # Writes JSON and markdown reports under $OUT and prints the tables.
 set -u
@@ -158,20 +159,28 @@ cat "$OUT"/sandbox_rmsnorm.md
 fi
 
 if [ "$PART" = training ]; then
-echo "== training timed: the template generator's kernels with their Triton backward, forward+backward against eager and torch.compile =="
-for p in rmsnorm softmax; do
-  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 \
-      --json "$OUT/training_$p.json" --markdown "$OUT/training_$p.md" --quiet
+# PROBLEMS: bench/problems to run (default rmsnorm softmax); DTYPE: float32 (as built) or bfloat16.
+PROBLEMS=${PROBLEMS:-rmsnorm softmax}
+SUFFIX=${DTYPE:+_$DTYPE}
+echo "== training timed: the template generator's kernels with their Triton backward, forward+backward against eager and torch.compile (${DTYPE:-as built}) =="
+for p in $PROBLEMS; do
+  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 ${DTYPE:+--dtype $DTYPE} \
+      --json "$OUT/training_$p$SUFFIX.json" --markdown "$OUT/training_$p$SUFFIX.md" --quiet
 done
-summary "$OUT"/training_rmsnorm.json "$OUT"/training_softmax.json
-$PY - "$OUT"/training_rmsnorm.json "$OUT"/training_softmax.json <<'PYEOF'
+JSONS=$(for p in $PROBLEMS; do echo "$OUT/training_$p$SUFFIX.json"; done)
+# shellcheck disable=SC2086
+summary $JSONS
+# shellcheck disable=SC2086
+$PY - $JSONS <<'PYEOF'
 import json, sys
 def ms(t):
     return f"{t['median_ms']:.4g} ms (p10 {t['p10_ms']:.4g}, p90 {t['p90_ms']:.4g}, {t['runs']} runs)"
 for path in sys.argv[1:]:
     for m in json.load(open(path))["modules"]:
+        shapes = [(t["dtype"], t["shape"]) for t in m.get("inputs", [])]
         for c in m["candidates"]:
-            print(f"--- {m['target']} {c['id']}: {c['status']}, training: {c.get('training') or '-'}")
+            print(f"--- {m['target']} {shapes} {c['id']}: {c['status']}, training: {c.get('training') or '-'}")
+            print(f"  torch.compile: {c.get('compiled') or '-'}")
             for what, key in (("forward", "timings"), ("training (fwd+bwd)", "training_timings")):
                 for name, t in c.get(key, {}).items():
                     print(f"  {what:18} {name:9} {ms(t)}")
@@ -183,12 +192,15 @@ for path in sys.argv[1:]:
             for key in ("compile_error", "training_compile_error", "backward_rejected"):
                 if prov.get(key):
                     print(f"  {key}: {str(prov[key])[:300]}")
+            if c["status"] != "correct":
+                print(f"  reason: {c.get('reason', '')[:600]}")
             for note in c.get("notes", []):
                 print(f"  note: {note[:300]}")
 PYEOF
-cat "$OUT"/training_rmsnorm.md "$OUT"/training_softmax.md
+if [ -n "${GPU_TESTS-1}" ]; then
 echo "== the GPU test: a template RMSNorm candidate gets training figures =="
 $PY -m pytest -q -m gpu tests/runners/test_gpu.py -k training -p no:cacheprovider
+fi
 fi
 
 if [ "$PART" = memcheck ]; then

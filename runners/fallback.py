@@ -9,7 +9,7 @@ the original signature picks one by device, and by whether autograd records::
 
     def forward(self, x, mask=None):
         tensors = [a for a in (x, mask) if isinstance(a, torch.Tensor)]
-        on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)
+        on_gpu = len(tensors) > 0 and all(t.is_cuda for t in tensors)
         records = torch.is_grad_enabled() and (
             any(t.requires_grad for t in tensors)
             or any(p.requires_grad for p in self.parameters())
@@ -134,15 +134,20 @@ def _call_and_tensors(fn: ast.FunctionDef) -> tuple[str, list[str]]:
     return ", ".join(parts), tensors
 
 
-def _dispatch(original_forward: ast.FunctionDef, backward: bool) -> str:
+def _dispatch(original_forward: ast.FunctionDef, backward: bool, compiles: bool) -> str:
     call, tensors = _call_and_tensors(original_forward)
     signature = ast.unparse(original_forward.args)
     returns = f" -> {ast.unparse(original_forward.returns)}" if original_forward.returns else ""
     pool = ", ".join(tensors) + ("," if len(tensors) == 1 else "")
-    head = [
-        f"def forward({signature}){returns}:",
-        "    # Triton kernels run on CUDA tensors (on the CPU only under TRITON_INTERPRET=1);",
-    ]
+    head = [f"def forward({signature}){returns}:"]
+    if not compiles:
+        head += [
+            "    # torch.compile cannot trace these kernels' launches (they are not custom ops):",
+            "    # compiled, the module is the original computation, which Inductor compiles itself.",
+            "    if torch.compiler.is_compiling():",
+            f"        return self.{EAGER}({call})",
+        ]
+    head.append("    # Triton kernels run on CUDA tensors (on the CPU only under TRITON_INTERPRET=1);")
     if backward:
         return "\n".join(
             [
@@ -150,7 +155,7 @@ def _dispatch(original_forward: ast.FunctionDef, backward: bool) -> str:
                 "    # everything else keeps the original computation. Training takes the kernels too:",
                 "    # their autograd.Function has a Triton backward.",
                 f"    tensors = [a for a in ({pool}) if isinstance(a, torch.Tensor)]",
-                "    on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)",
+                "    on_gpu = len(tensors) > 0 and all(t.is_cuda for t in tensors)",
                 '    if on_gpu or os.environ.get("TRITON_INTERPRET") == "1":',
                 f"        return self.{TRITON}({call})",
                 f"    return self.{EAGER}({call})",
@@ -162,7 +167,7 @@ def _dispatch(original_forward: ast.FunctionDef, backward: bool) -> str:
             "    # everything else keeps the original computation. So does training: the kernels",
             "    # have no backward, so whenever autograd would record, the original ops run.",
             f"    tensors = [a for a in ({pool}) if isinstance(a, torch.Tensor)]",
-            "    on_gpu = bool(tensors) and all(t.is_cuda for t in tensors)",
+            "    on_gpu = len(tensors) > 0 and all(t.is_cuda for t in tensors)",
             "    records = torch.is_grad_enabled() and (",
             "        any(t.requires_grad for t in tensors)",
             "        or any(p.requires_grad for p in self.parameters())",
@@ -203,6 +208,38 @@ def _applied_functions(tree: ast.Module, class_name: str) -> list[ast.ClassDef]:
         ):
             applied.append(functions[n.func.value.id])
     return applied
+
+
+_OP_REGISTRARS = frozenset({"custom_op", "triton_op"})
+
+
+def _callee(node: ast.expr) -> str:
+    target = node.func if isinstance(node, ast.Call) else node
+    if isinstance(target, ast.Attribute):
+        return target.attr
+    return target.id if isinstance(target, ast.Name) else ""
+
+
+def registers_ops(candidate: str) -> bool:
+    """Whether the candidate registers its launches as custom ops: a function decorated with
+    ``torch.library.custom_op`` or ``triton_op``, or with a function of its file that calls one
+    (the template generator's ``_custom_op``, whatever a suggestion renamed it to). Then
+    torch.compile calls them as ops, and its suggestion keeps the kernel path when compiled. The
+    judge's torch.compile calls check it either way."""
+    try:
+        tree = pyast.parse(candidate)
+    except SyntaxError:
+        return False
+    registrars = set(_OP_REGISTRARS)
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and any(
+            isinstance(n, ast.Call) and _callee(n) in _OP_REGISTRARS for n in ast.walk(node)
+        ):
+            registrars.add(node.name)
+    return any(
+        isinstance(node, ast.FunctionDef) and any(_callee(d) in registrars for d in node.decorator_list)
+        for node in ast.walk(tree)
+    )
 
 
 def has_backward(candidate: str, class_name: str) -> bool:
@@ -333,7 +370,7 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
         carried.append(_segment(orig_lines, node))
     if backward is None:
         backward = bool(_applied_functions(cand_tree, class_name))
-    carried.append(_dispatch(orig_forward, backward))
+    carried.append(_dispatch(orig_forward, backward, registers_ops(candidate)))
 
     lines = candidate.splitlines()
     indent = " " * cand_forward.col_offset

@@ -5,7 +5,8 @@ The judge never imports the pull request's module nor a candidate. Per module it
 1. plans the calls: input families chosen here, with a seed drawn per run that no runner can know
    in advance (normal draws; large magnitudes with outliers; zero and all-negative rows; batch of
    one; other and odd sizes; transposed and strided views; the same inputs again; with autograd
-   recording, upstream gradients of its choosing), shuffled, under names that say nothing
+   recording, upstream gradients of its choosing; through ``torch.compile(fullgraph=True)`` of the
+   candidate, with and without autograd), shuffled, under names that say nothing
    (``call 7``);
 2. writes every input as raw bytes to one file and runs the **reference runner** (a sandbox that
    builds only the original module) over it, keeping the outputs, float64 outputs and gradients
@@ -66,6 +67,14 @@ OTHER_WEIGHTS = "normal, other weights"
 TIMING_SETS = 2  # input sets the timed calls alternate between (each call scaled afresh)
 TIMING_SIGMAS = 6.0  # an honest projection stays within this many standard deviations
 CLOCK_SLACK = 1.5  # the judge's clock may see this much more per call than claimed (plus 50 us)
+# The families a candidate's runner calls through torch.compile(fullgraph=True) of its module.
+COMPILED = "torch.compile(fullgraph=True)"
+# What the suggestion does under torch.compile, once the judge has compared those calls.
+COMPILE_KERNELS = "✓ the kernels, as custom ops (checked with fullgraph=True)"
+COMPILE_ORIGINAL = (
+    "✓ the original path: the launches are not custom ops, so compiled, the original computation "
+    "runs and Inductor compiles it (checked with fullgraph=True)"
+)
 # How the judge's findings on a candidate's timed training steps begin: a wrong gradient there is
 # a wrong backward ("training (" is what runners/pipeline.py falls back to the original path on).
 TRAINING_TIMED = "training (timed forward+backward)"
@@ -194,8 +203,10 @@ def plan_families(
     dtype: torch.dtype | None,
     seed: int,
     grad: bool,
+    compiled: bool = False,
 ) -> list[tuple[str, list[Any], bool]]:
-    """(family, inputs on the CPU, autograd records) for each call, before shuffling."""
+    """(family, inputs on the CPU, autograd records) for each call, before shuffling; with
+    ``compiled``, calls through torch.compile too (families starting with COMPILED)."""
     rng = random.Random(seed)
 
     def s() -> int:
@@ -231,6 +242,12 @@ def plan_families(
         for variant in variants[:3]:
             shapes = inputs.tensor_shapes(variant)
             plan.append((f"other sizes {shapes}", _draw(variant, s(), dtype), False))
+    # Compiled, as a user who compiles the model calls it: the suggestion must keep working (a graph
+    # break, a launch Dynamo cannot trace or a wrong fake implementation fails these calls).
+    if compiled:
+        plan.append((COMPILED, _draw(specs, s(), dtype), False))
+    if compiled and grad:
+        plan.append((f"{COMPILED}, autograd recording", _draw(specs, s(), dtype), True))
     if grad:
         plan.append(("normal, autograd recording", _draw(specs, s(), dtype), True))
         plan.append(
@@ -272,6 +289,7 @@ class Judge:
         variants: list[list[Any]],
         dtype: str | None,
         grad: bool,
+        compiled: bool = False,
         tolerance: dict[str, list[float]] | None = None,
         seed: int | None = None,
         timing: bool = False,
@@ -279,7 +297,8 @@ class Judge:
         time_training: bool = False,
     ) -> None:
         """``time_training`` (with ``timing`` and ``grad``): the reference also times training
-        steps (forward and backward), for the candidates that bring their own backward."""
+        steps (forward and backward), for the candidates that bring their own backward.
+        ``compiled``: candidates are also called through ``torch.compile(fullgraph=True)``."""
         self.device = device
         self.file, self.root, self.class_name, self.build = file, root, class_name, build
         self.dtype = dtype
@@ -292,7 +311,7 @@ class Judge:
         self.inputs_path = self.dir / "inputs.bin"
         self.reference_path = self.dir / REFERENCE_OUTPUTS
         checked = getattr(torch, dtype) if dtype else None
-        families = plan_families(build["inputs"], variants, checked, self.seed, grad)
+        families = plan_families(build["inputs"], variants, checked, self.seed, grad, compiled)
         order = list(range(len(families)))
         random.Random(self.seed ^ 0x5F3759DF).shuffle(order)
         self.planned: list[Planned] = []
@@ -316,6 +335,7 @@ class Judge:
                     grad=records,
                     upstream_seed=rng.randrange(2**31),
                     weights_seed=rng.randrange(2**31) if family == OTHER_WEIGHTS else None,
+                    compiled=family.startswith(COMPILED),
                 )
                 self.planned.append(Planned(family, call, values))
             if timing:

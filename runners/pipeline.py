@@ -29,12 +29,15 @@ from runners.fallback import (
     drop_backward,
     has_backward,
     is_kernelized,
+    registers_ops,
     with_eager_path,
 )
 from runners.generators.base import Candidate, Generator, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
 from runners.judge import (
     CANDIDATE_OUTPUTS,
+    COMPILE_KERNELS,
+    COMPILE_ORIGINAL,
     REFERENCE_OUTPUTS,
     TRAINING_BACKWARD_WRONG,
     TRAINING_ORIGINAL,
@@ -279,6 +282,7 @@ def _prepare(
                 variants=prep["variants"],
                 dtype=settings.dtype,
                 grad=settings.eager_path,
+                compiled=settings.eager_path,
                 tolerance=settings.tolerance,
                 seed=settings.seed,
                 timing=settings.device == "cuda" or settings.time_on_cpu,
@@ -390,6 +394,15 @@ def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bo
     if _own_backward(problem, cand, settings):
         return TRAINING_TRITON  # the dispatch takes the kernels, and so their backward, under training
     return TRAINING_ORIGINAL
+
+
+def _compiled(cand: Candidate, settings: Settings) -> str:
+    """What the suggestion runs under torch.compile, once the judge's compiled calls passed: the
+    dispatch (runners/fallback.py) keeps the kernels only when their launches are custom ops. The
+    kernel alone (``eager_path`` off) is checked like a benchmark answer: eagerly, for inference."""
+    if not settings.eager_path:
+        return ""
+    return COMPILE_KERNELS if registers_ops(cand.generated or cand.source) else COMPILE_ORIGINAL
 
 
 def _backward_failed(result: CandidateResult) -> bool:
@@ -539,6 +552,7 @@ def evaluate_candidate(
             return result
         judged = verdict
         result.training = _training(problem, cand, settings, verdict.training_checked)
+        result.compiled = _compiled(cand, settings)
         # The errors shown are the judge's, not what the runner said of itself.
         result.max_abs_error, result.max_rel_error = verdict.errors.max_abs, verdict.errors.max_rel
         training_clock = verdict.training_timing.clock

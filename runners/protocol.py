@@ -105,6 +105,9 @@ class Call:
     # Other weights for this call: every floating parameter moved by draws from this seed
     # (``runners.runner.set_weights``); None: the original's weights.
     weights_seed: int | None = None
+    # A candidate's runner makes this call through ``torch.compile(fullgraph=True)`` of its module
+    # (the reference's runner makes it eagerly: the original as written is the answer).
+    compiled: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -113,6 +116,7 @@ class Call:
             "grad": self.grad,
             "upstream_seed": self.upstream_seed,
             "weights_seed": self.weights_seed,
+            "compiled": self.compiled,
         }
 
     @classmethod
@@ -124,6 +128,7 @@ class Call:
             grad=bool(d.get("grad", False)),
             upstream_seed=int(d.get("upstream_seed", 0)),
             weights_seed=None if seed is None else _int(seed),
+            compiled=bool(d.get("compiled", False)),
         )
 
 

@@ -92,6 +92,9 @@ class CandidateResult:
     # What runs when autograd records, as checked (gradients against the original's):
     # "original path (no backward kernel yet)"; empty when never checked.
     training: str = ""
+    # What runs under torch.compile(fullgraph=True), as checked by the judge's compiled calls:
+    # COMPILE_KERNELS or COMPILE_ORIGINAL (runners/judge.py); empty when never checked.
+    compiled: str = ""
     timings: dict[str, Timing] = field(default_factory=dict)
     # A training step (forward and backward), timed where the training path is the candidate's own
     # Triton backward (``training`` is TRAINING_TRITON): the same figures as for the forward.

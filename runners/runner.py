@@ -131,8 +131,11 @@ def _grad_leaves(args: list[Any]) -> list[Any]:
     ]
 
 
-def _one(module: torch.nn.Module, call: Call, args: list[Any], writer: buffers.Writer) -> dict[str, Any]:
-    """Run one call; the tensors it produced, written."""
+def _one(
+    module: Any, call: Call, args: list[Any], writer: buffers.Writer, owner: torch.nn.Module | None = None
+) -> dict[str, Any]:
+    """Run one call; the tensors it produced, written. ``owner``: the module whose parameters
+    ``module`` (a compiled wrapper of it) uses, named as the judge knows them."""
     if not call.grad:
         with torch.no_grad():
             outs = flatten(module(*args))
@@ -143,7 +146,7 @@ def _one(module: torch.nn.Module, call: Call, args: list[Any], writer: buffers.W
             "inputs_after": tuple(writer.add(a) if isinstance(a, torch.Tensor) else None for a in args),
         }
     args = _grad_leaves(args)
-    params = dict(module.named_parameters())
+    params = dict((owner or module).named_parameters())
     for p in params.values():
         p.requires_grad_(True)
         p.grad = None
@@ -174,6 +177,19 @@ def _one(module: torch.nn.Module, call: Call, args: list[Any], writer: buffers.W
     }
 
 
+def compile_backend(device: str) -> str:
+    """What the judge's torch.compile calls use: Inductor on CUDA, as users compile; on the CPU
+    (under the Triton interpreter) ``aot_eager``, the same Dynamo capture, fake-tensor tracing and
+    autograd graphs without Inductor's C++ code generation, where graph breaks, untraceable launches
+    and wrong fake implementations fail."""
+    return "inductor" if device.startswith("cuda") else "aot_eager"
+
+
+def compiled_module(module: torch.nn.Module, device: str) -> Any:
+    """``torch.compile(module, fullgraph=True)``: a graph break is an error, not a silent fallback."""
+    return torch.compile(module, fullgraph=True, backend=compile_backend(device))
+
+
 def run_calls(
     module: torch.nn.Module,
     calls: tuple[Call, ...],
@@ -183,10 +199,14 @@ def run_calls(
     module64: torch.nn.Module | None = None,
     cast: Any = None,
     weights: Weights | None = None,
+    compile_calls: bool = False,
 ) -> tuple[CallReply, ...]:
-    """Every call in order; a call that raises is reported and the next one runs."""
+    """Every call in order; a call that raises is reported and the next one runs. With
+    ``compile_calls`` (a candidate's runner), the calls marked ``compiled`` go through
+    :func:`compiled_module`; otherwise they run eagerly like the rest."""
     replies = []
     modules = [(module, False)] + ([(module64, True)] if module64 is not None else [])
+    compiled: Any = None
     for call in calls:
         try:
             if weights is not None:
@@ -194,7 +214,12 @@ def run_calls(
             args = call_args(call, data, device)
             if cast is not None:
                 args = cast(args)
-            got = _one(module, call, args, writer)
+            if call.compiled and compile_calls:
+                if compiled is None:
+                    compiled = compiled_module(module, device)
+                got = _one(compiled, call, args, writer, owner=module)
+            else:
+                got = _one(module, call, args, writer)
             if module64 is not None:
                 args64 = [
                     a.double() if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args

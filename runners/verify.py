@@ -257,9 +257,28 @@ def _install_triton_counter() -> None:
 
 class OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        inner = None if PROBE.in_kernel else _custom_op_body(func)
+        if inner is not None:
+            # A custom op (torch.library.custom_op) is the kernel's wrapper, not PyTorch's compute:
+            # its own body runs under the recorder instead, so what it calls is recorded.
+            with self:
+                return inner(*args, **(kwargs or {}))
         if not PROBE.in_kernel:
             PROBE.ops.append(func.overloadpacket.__name__)
         return func(*args, **(kwargs or {}))
+
+
+def _custom_op_body(func: Any) -> Any:
+    """The Python function behind a ``torch.library.custom_op`` with one implementation for every
+    device, or None (aten ops; ops registered otherwise, which are recorded by name)."""
+    if getattr(func, "namespace", "aten") in ("aten", "prims"):
+        return None
+    from torch._library import custom_ops
+
+    opdef = custom_ops.OPDEFS.get(func._schema.name)
+    if opdef is None or set(opdef._backend_fns) - {None}:  # None: the one for every device
+        return None
+    return opdef._init_fn
 
 
 def compute_ops(ops: list[str]) -> list[str]:
@@ -1033,7 +1052,9 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         data = runner.read_inputs(judged.inputs_path)
         weights = runner.Weights(problem.module)
         with buffers.Writer(Path.cwd() / CANDIDATE_OUTPUTS) as writer:
-            replies = runner.run_calls(cand, judged.calls, data, device, writer, weights=weights)
+            replies = runner.run_calls(
+                cand, judged.calls, data, device, writer, weights=weights, compile_calls=True
+            )
         timed: dict[str, TimingReply | None] = {"timing": None, "training_timing": None}
         for key, plan in (("timing", judged.timing), ("training_timing", judged.training_timing)):
             if plan is None:

@@ -1488,18 +1488,68 @@ def _function_name(forward_name: str) -> str:
     return "_" + "".join(part.capitalize() for part in core.split("_")) + "Function"
 
 
-def render_function(
-    kernel: Kernel, forward_name: str, backward: Backward, signature: str, returns: str
-) -> tuple[str, str]:
-    """(the autograd.Function launching both kernels, the module's forward calling it).
+_CUSTOM_OP = '''
+def _custom_op(fn):
+    """``fn`` registered as a custom op, named after it in a namespace of this module's own (made
+    unique when the module is loaded again): torch.compile calls the launch as one op instead of
+    tracing into Triton, and the op's fake tells it the shapes, dtypes and devices of what it
+    returns. Eager calls take ``fn`` itself: the dispatcher would add tens of microseconds a call."""
+    namespace = "kernelize_" + __name__.replace(".", "_")
+    name = fn.__name__.strip("_")
+    while hasattr(getattr(torch.ops, namespace), name):
+        name += "_"
+    op = library.custom_op(f"{namespace}::{name}", fn, mutates_args=())
 
-    The Function takes every tensor the kernel reads (inputs and parameters) and the numbers it is
-    given; it saves the tensors, and its backward recomputes the rest from them."""
+    def launch(*args):
+        return op(*args) if torch.compiler.is_compiling() else fn(*args)
+
+    launch.register_fake = op.register_fake
+    return launch
+'''
+
+
+@dataclass
+class _Op:
+    """A kernel launch as a custom op: its source (the op and its fake), and what it takes."""
+
+    name: str
+    source: str
+    tensors: dict[str, str]  # forward expression -> the op's tensor argument
+    numbers: dict[str, str]  # the kernel's scalar argument -> the op's argument
+    kernel: Kernel  # the kernel as the op sees it: its tensors and numbers are the op's arguments
+
+
+def _return(values: list[str]) -> list[str]:
+    """``return a, b`` in a function body, one value a line when it is too long."""
+    one = f"    return {', '.join(values)}"
+    if len(one) <= _WIDTH:
+        return [one]
+    return ["    return (", *(f"        {v}," for v in values), "    )"]
+
+
+def _op_name(kernel_name: str) -> str:
+    return kernel_name.removesuffix("_kernel")
+
+
+def _op_source(
+    name: str, params: list[tuple[str, str]], returns: str, body: list[str], fake: list[str]
+) -> str:
+    """``@_custom_op def name(params) -> returns: body`` and its fake (``fake``: no launch)."""
+    typed = [f"{arg}: {kind}" for arg, kind in params]
+    op = ["@_custom_op", *_wrap(f"def {name}", typed, tail=f" -> {returns}:"), *body]
+    doc = '    """What it returns, for torch.compile\'s tracing: shapes, dtypes and devices, no launch."""'
+    fake_def = _wrap(f"def {name}_fake", [a for a, _ in params], tail=":")
+    fake_lines = [f"@{name}.register_fake", *fake_def, doc, *fake]
+    return "\n".join(op) + "\n\n\n" + "\n".join(fake_lines) + "\n"
+
+
+def _forward_op(kernel: Kernel, forward_name: str) -> _Op:
+    """The forward kernel's launch as a custom op taking every tensor the kernel reads (inputs and
+    parameters) and the numbers it is given."""
     out = kernel.output
     assert out is not None
-    fn = _function_name(forward_name)
-    taken = {"ctx", "d_out"}  # the names backward(ctx, d_out) takes
-    tensors: dict[str, str] = {}  # forward expression -> the Function's argument
+    taken = {"ctx", "d_out"}  # the names an autograd.Function's backward(ctx, d_out) takes
+    tensors: dict[str, str] = {}
     for load in kernel.loads:
         if load.source not in tensors:
             tensors[load.source] = _fresh_local(load.placeholder or load.var, taken)
@@ -1521,23 +1571,58 @@ def render_function(
         output=dataclasses.replace(out, dtype=tuple(dtypes.get(a, a) for a in out.dtype)),
         guards=[],
     )
+    prep, launch, result = _launch_body(inner, forward_name, set(taken))
+    params = [(a, "torch.Tensor") for a in tensors.values()]
+    params += [(a, "torch.types.Number") for a in numbers.values()]
+    name = _op_name(forward_name)
+    body = [*prep, *launch, f"    return {result}"]
+    source = _op_source(name, params, "torch.Tensor", body, [*prep, f"    return {result}"])
+    return _Op(name, source, tensors, numbers, inner)
+
+
+def render_function(
+    kernel: Kernel, forward_name: str, backward: Backward, signature: str, returns: str
+) -> tuple[str, str]:
+    """(the ops and the autograd.Function calling them, the module's forward applying it).
+
+    The Function saves the tensors the forward op takes, and its backward op recomputes the rest
+    from them."""
+    op = _forward_op(kernel, forward_name)
+    tensors, numbers = op.tensors, op.numbers
+    fn = _function_name(forward_name)
     args = [*tensors.values(), *numbers.values()]
-    lines, result = _launch_body(inner, forward_name, set(taken))
+    back, grads = _backward_op(op.kernel, backward, tensors, numbers)
     forward = [
         "@staticmethod",
         *_wrap("def forward", ["ctx", *args], tail=":"),
-        *lines,
         f"    ctx.save_for_backward({', '.join(tensors.values())})",
         *(f"    ctx.{arg} = {arg}" for arg in numbers.values()),
-        f"    return {result}",
+        *_wrap(f"return {op.name}", args, "    "),
     ]
-    back = ["@staticmethod", "def backward(ctx, d_out):", *_backward_body(inner, backward, tensors, numbers)]
-    body = "\n\n".join(textwrap.indent("\n".join(part), "    ") for part in (forward, back))
+    saved = list(tensors.values())
+    taken = {"ctx", "d_out", *saved, *numbers.values()}
+    d = {arg: _fresh_local(f"d_{arg}", taken) for arg in grads}
+    got = ", ".join(d.values())  # the op returns one tensor, or a tuple of them
+    returned = [
+        f"{d[arg]} if ctx.needs_input_grad[{i}] else None" if arg in d else "None"
+        for i, arg in enumerate(saved)
+    ] + ["None"] * len(numbers)
+    call = ["d_out", *saved, *(f"ctx.{a}" for a in numbers.values())]
+    backward_lines = [
+        "@staticmethod",
+        "def backward(ctx, d_out):",
+        f"    {', '.join(saved)}{',' if len(saved) == 1 else ''} = ctx.saved_tensors",
+        *_wrap(f"{got} = {_op_name(backward.name)}", call, "    "),
+        "    return (",
+        *(f"        {r}," for r in returned),
+        "    )",
+    ]
+    body = "\n\n".join(textwrap.indent("\n".join(part), "    ") for part in (forward, backward_lines))
     doc = (
         f'    """Forward: {forward_name}. Backward: {backward.name}, which recomputes what the\n'
         '    forward computed from the saved tensors instead of keeping it."""'
     )
-    function = f"class {fn}(torch.autograd.Function):\n{doc}\n\n{body}\n"
+    function = f"{op.source}\n\n{back}\n\nclass {fn}(torch.autograd.Function):\n{doc}\n\n{body}\n"
     sig_taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
     named, scalars = _scalar_args(kernel, sig_taken)
     module_forward = [f"def forward({signature}){returns}:", *_guard_lines(kernel), *named]
@@ -1545,10 +1630,11 @@ def render_function(
     return function, "\n".join(module_forward) + "\n"
 
 
-def _backward_body(
+def _backward_op(
     kernel: Kernel, backward: Backward, tensors: dict[str, str], numbers: dict[str, str]
-) -> list[str]:
-    """The statements of the Function's backward (``kernel`` as the Function's forward sees it)."""
+) -> tuple[str, list[str]]:
+    """(the backward kernel's launch as a custom op, the op's tensor arguments whose gradients it
+    returns, in order); ``kernel`` as the forward op sees it."""
     out = kernel.output
     assert out is not None
     taken = {"ctx", "d_out", *tensors.values(), *numbers.values()}
@@ -1556,9 +1642,7 @@ def _backward_body(
         n: _fresh_local(n, taken) for n in ("n_cols", "n_rows", "n_elements", "programs", "grid", "config")
     }
     n_cols, n_rows, programs, config = local["n_cols"], local["n_rows"], local["programs"], local["config"]
-    saved = list(tensors.values())
-    lines = [f"    {', '.join(saved)}{',' if len(saved) == 1 else ''} = ctx.saved_tensors"]
-    lines += [f"    {arg} = ctx.{arg}" for arg in numbers.values()]
+    lines: list[str] = []
     main = kernel.main
     by_pointer: dict[str, Load] = {}  # the first load of each pointer, in the kernel's order
     for load in kernel.loads:
@@ -1625,15 +1709,14 @@ def _backward_body(
         f"**{local['config']}",
     ]
     lines += _wrap(f"{backward.name}[{grid}]", launch_args, "    ")
-    returned = []
-    for i, arg in enumerate(tensors.values()):
-        if arg in results:
-            returned.append(f"{' + '.join(results[arg])} if ctx.needs_input_grad[{i}] else None")
-        else:
-            returned.append("None")
-    returned += ["None"] * len(numbers)
-    lines += ["    return (", *(f"        {r}," for r in returned), "    )"]
-    return lines
+    order = [arg for arg in tensors.values() if arg in results]
+    lines += _return([" + ".join(results[arg]) for arg in order])
+    empty = [f"torch.empty({a}.shape, dtype={a}.dtype, device={a}.device)" for a in order]
+    params = [("d_out", "torch.Tensor"), *((a, "torch.Tensor") for a in tensors.values())]
+    params += [(a, "torch.types.Number") for a in numbers.values()]
+    returns = "torch.Tensor" if len(order) == 1 else f"tuple[{', '.join(['torch.Tensor'] * len(order))}]"
+    source = _op_source(_op_name(backward.name), params, returns, lines, _return(empty))
+    return source, order
 
 
 # ---------------------------------------------------------------------------
@@ -1670,12 +1753,14 @@ class _Launch:
     result: str
 
 
-def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> str:
+def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> tuple[str, str]:
+    """(the forward op, the module's forward calling it): the kernel without a backward."""
+    op = _forward_op(kernel, name)
     taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
-    body = [f"def forward({signature}){returns}:", *_guard_lines(kernel)]
-    lines, result = _launch_body(kernel, name, taken)
-    body += [*lines, f"    return {result}"]
-    return "\n".join(body) + "\n"
+    named, scalars = _scalar_args(kernel, taken)
+    body = [f"def forward({signature}){returns}:", *_guard_lines(kernel), *named]
+    body += _wrap(f"return {op.name}", [*op.tensors, *scalars], "    ")
+    return op.source, "\n".join(body) + "\n"
 
 
 def _guard_lines(kernel: Kernel) -> list[str]:
@@ -1697,17 +1782,16 @@ def _scalar_args(kernel: Kernel, taken: set[str]) -> tuple[list[str], list[str]]
     return lines, exprs
 
 
-def _launch_body(kernel: Kernel, name: str, taken: set[str]) -> tuple[list[str], str]:
-    """(statements preparing and launching the forward kernel, the expression returned)."""
+def _launch_body(kernel: Kernel, name: str, taken: set[str]) -> tuple[list[str], list[str], str]:
+    """(statements preparing the forward kernel's arguments and output, statements launching it, the
+    expression returned); ``kernel``'s numbers are names already (the op's arguments)."""
     local = {n: _fresh_local(n, taken) for n in _FORWARD_NAMES}
     launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
-    body = list(launch.lines)
-    named, scalars = _scalar_args(kernel, taken)
-    body += named
+    scalars = [expr for _, expr in kernel.scalars]
     kernel_, grid, config = local["kernel"], local["grid"], local["config"]
-    body.append(f"    {kernel_}, {grid}, {config} = _launch_config({launch.config}, {kernel.main}.is_cuda)")
+    body = [f"    {kernel_}, {grid}, {config} = _launch_config({launch.config}, {kernel.main}.is_cuda)"]
     body += _wrap(f"{kernel_}[{grid}]", [*launch.tensors, *launch.sizes, *scalars, f"**{config}"], "    ")
-    return body, launch.result
+    return list(launch.lines), body, launch.result
 
 
 def _unique_tensors(kernel: Kernel, tensor: Callable[[Load], str]) -> list[str]:
@@ -1896,7 +1980,7 @@ def _context(tree: ast.Module, lines: list[str], needed: set[str], class_name: s
     return [_segment(lines, n) for n in keep]
 
 
-_HEADER = ("import torch", "import triton", "import triton.language as tl")
+_HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
 
 
 def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str, Kernel]:
@@ -1921,27 +2005,31 @@ def render_module_with_backward(
         raise Unsupported("forward returns nothing")
     name = kernel_name(kernel)
     grad: Backward | None = None
-    function = ""
-    forward = render_forward(kernel, name, parts.signature, parts.returns)
+    ops, forward = render_forward(kernel, name, parts.signature, parts.returns)
     if backward:
         try:
             grad = render_backward(kernel, name)
-            function, forward = render_function(kernel, name, grad, parts.signature, parts.returns)
+            ops, forward = render_function(kernel, name, grad, parts.signature, parts.returns)
         except Unsupported:
-            grad, function = None, ""
+            grad = None
     context = [c for c in parts.context if c not in _HEADER]
     what = "one program per row" if kernel.rows else "one elementwise pass"
     also = f", and its backward, {grad.name}" if grad else ""
-    doc = f'"""{problem.class_name} as one Triton kernel, {name} ({what}){also}."""'
+    doc = (
+        f'"""{problem.class_name} as one Triton kernel, {name} ({what}){also}. Each launch is a\n'
+        'custom op, so torch.compile(fullgraph=True) takes the module as it is."""'
+    )
     blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
-    if "_result_dtype(" in forward + function:
+    if "_result_dtype(" in forward + ops:
         blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
     if kernel.uses_tanh:
         blocks.append(_TANH.strip("\n") + "\n")
+    blocks.append(_CUSTOM_OP.strip("\n") + "\n")
     blocks.append(render_kernel(kernel, name))
     blocks.append(render_launch(kernel, name))
     if grad is not None:
-        blocks += [grad.source, function]
+        blocks.append(grad.source)
+    blocks.append(ops)
     members = [*parts.members, forward]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")

@@ -233,7 +233,7 @@ def test_markdown_report(add_relu):
     assert md.startswith("# Kernelize report")
     assert (
         "| candidate | generator | status | max abs err | ms | vs eager | vs compile | training | "
-        "PyTorch ops kept | notes |"
+        "torch.compile | PyTorch ops kept | notes |"
     ) in md
     assert "not measured" in md
     assert "## `tests/problems/add_relu.py::Model`" in md

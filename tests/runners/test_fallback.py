@@ -15,7 +15,15 @@ from pathlib import Path
 
 import pytest
 
-from runners.fallback import EAGER, KERNELIZED, TRITON, FallbackError, is_kernelized, with_eager_path
+from runners.fallback import (
+    EAGER,
+    KERNELIZED,
+    TRITON,
+    FallbackError,
+    is_kernelized,
+    registers_ops,
+    with_eager_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 ORIGINAL = textwrap.dedent(
@@ -79,6 +87,30 @@ def test_forward_dispatches_with_the_original_signature():
     # The original forward comes along unchanged but for its name; the class attribute too.
     assert "self._stats(x) + self.eps" in ast.unparse(methods[EAGER])
     assert any(isinstance(n, ast.Assign) and ast.unparse(n) == "eps = 1e-05" for n in _class(out).body)
+
+
+def test_compiled_the_suggestion_keeps_the_kernels_only_when_they_are_custom_ops():
+    # Plain launches: Dynamo cannot trace them, so compiled, the original computation runs.
+    plain = ast.unparse(_methods(_class(with_eager_path(CANDIDATE, ORIGINAL, "Norm")))["forward"])
+    assert plain.index("torch.compiler.is_compiling()") < plain.index(f"self.{TRITON}(")
+    assert f"if torch.compiler.is_compiling():\n        return self.{EAGER}(" in plain
+    assert not registers_ops(CANDIDATE)
+    # The same kernel behind a custom op: torch.compile calls it as one op, so the kernel stays.
+    as_op = CANDIDATE + textwrap.dedent(
+        """
+        @library.custom_op("kernels::norm", mutates_args=())
+        def launch(x: torch.Tensor) -> torch.Tensor:
+            return x.clone()
+        """
+    )
+    assert registers_ops(as_op)
+    # The template generator's helper, as a suggestion names it for its class.
+    helper = "def _custom_op_Norm(fn):\n    return library.custom_op('k::f', fn, mutates_args=())\n"
+    assert registers_ops(helper + "@_custom_op_Norm\ndef f(x):\n    return x\n")
+    assert not registers_ops("def helper(fn):\n    return fn\n@helper\ndef f(x):\n    return x\n")
+    compiled = ast.unparse(_methods(_class(with_eager_path(as_op, ORIGINAL, "Norm")))["forward"])
+    assert "is_compiling" not in compiled
+    assert not registers_ops("def f(:")
 
 
 def test_a_class_already_kernelized_is_recognised_and_not_run_again(tmp_path):

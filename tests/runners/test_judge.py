@@ -76,6 +76,7 @@ CAUGHT = [
     ("add_relu", "detect_recorder.py", "incorrect", "judge, "),
     ("add_relu", "wrong_from_nth_call.py", "incorrect", "judge, "),
     ("add_relu", "contiguous_only.py", "incorrect", "judge, "),
+    ("add_relu", "wrong_when_compiled.py", "incorrect", "judge, torch.compile(fullgraph=True)"),
     ("softmax", "no_max_subtraction.py", "incorrect", "judge, large magnitudes and outliers"),
     ("softmax", "clamped_logits.py", "incorrect", "judge, large magnitudes and outliers"),
     ("softmax", "broken_single_row.py", "incorrect", "judge, batch of one"),
