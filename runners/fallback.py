@@ -8,6 +8,8 @@ methods and class attributes the candidate lacks), and a new ``forward`` with
 the original signature picks one by device, and by whether autograd records::
 
     def forward(self, x, mask=None):
+        if torch.compiler.is_compiling():  # only when the launches are not custom ops
+            return self._forward_eager(x, mask)
         tensors = [a for a in (x, mask) if isinstance(a, torch.Tensor)]
         on_gpu = len(tensors) > 0 and all(t.is_cuda for t in tensors)
         records = torch.is_grad_enabled() and (
@@ -26,6 +28,11 @@ gradients: its suggestion takes the kernel path whether autograd records or not,
 ``records`` test. Either way the checks compare the suggestion's input and parameter gradients with
 the original's; when a candidate's backward is wrong, :func:`drop_backward` gives the same code
 without it, suggested with the original path under training.
+
+Under ``torch.compile`` Dynamo cannot trace a plain Triton launch: unless the candidate registers
+its launches as custom ops (:func:`registers_ops`; the template generator does), the compiled module
+is the original computation, which Inductor compiles itself. The judge calls every suggestion through
+``torch.compile(fullgraph=True)``, so either way what a compiled model gets is checked.
 
 The result is what the checks run (in the namespace of the original file, as
 it will live there), so the code verified is the code suggested; the checks
