@@ -229,7 +229,7 @@ def _callee(node: ast.expr) -> str:
 
 def registers_ops(candidate: str) -> bool:
     """Whether the candidate registers its launches as custom ops: a function decorated with
-    ``torch.library.custom_op`` or ``triton_op``, or with a function of its file that calls one
+    ``custom_op`` or ``triton_op`` (torch's ``library``), or with a function of its file that calls one
     (the template generator's ``_custom_op``, whatever a suggestion renamed it to). Then
     torch.compile calls them as ops, and its suggestion keeps the kernel path when compiled. The
     judge's torch.compile calls check it either way."""

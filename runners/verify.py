@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from torch._library import custom_ops
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from runners import bench, inputs, pyast
@@ -259,7 +260,7 @@ class OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         inner = None if PROBE.in_kernel else _custom_op_body(func)
         if inner is not None:
-            # A custom op (torch.library.custom_op) is the kernel's wrapper, not PyTorch's compute:
+            # A custom op (torch's library.custom_op) is the kernel's wrapper, not PyTorch's compute:
             # its own body runs under the recorder instead, so what it calls is recorded.
             with self:
                 return inner(*args, **(kwargs or {}))
@@ -269,12 +270,10 @@ class OpRecorder(TorchDispatchMode):  # type: ignore[no-untyped-call]
 
 
 def _custom_op_body(func: Any) -> Any:
-    """The Python function behind a ``torch.library.custom_op`` with one implementation for every
-    device, or None (aten ops; ops registered otherwise, which are recorded by name)."""
+    """The Python function behind a ``custom_op`` (torch's ``library``) with one implementation for
+    every device, or None (aten ops; ops registered otherwise, which are recorded by name)."""
     if getattr(func, "namespace", "aten") in ("aten", "prims"):
         return None
-    from torch._library import custom_ops
-
     opdef = custom_ops.OPDEFS.get(func._schema.name)
     if opdef is None or set(opdef._backend_fns) - {None}:  # None: the one for every device
         return None
