@@ -170,6 +170,8 @@ EXPECTED_ADD_RELU = [
         "rejected",
         ["check 5", "every PyTorch compute op", "(add, relu)", "decoration"],
     ),
+    # The same, with the PyTorch ops inside a custom op: the recorder looks inside it.
+    ("ops_inside_custom_op.py", "rejected", ["check 5", "every PyTorch compute op", "(add, relu)"]),
     ("no_kernel.py", "rejected", ["check 5", "no Triton kernel was launched", "seed 0"]),
     ("mutate.py", "rejected", ["check 4", "modifies input 0 in place", "seed 0"]),
     (
