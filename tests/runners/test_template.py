@@ -612,13 +612,30 @@ def test_subclass_of_another_module_is_declined():
 # parameter for one upstream gradient, compared with the original's float64 gradients under the
 # judge's tolerance table, in the dtype the inputs are cast to. A family on which the original's
 # float64 outputs or gradients are not finite is skipped, as the judge does.
-_GRADIENT_CHECK = """
+# What both subprocess checks start from: one class of the file, built as the judge builds it, and the
+# template's module for it.
+_GENERATE = """
 import copy, json, sys
 import torch
 from runners import trace, verify
 from runners.generators.template import render_module_with_backward
-from runners.judge import _large, _strided, _transposed, _zero_negative_rows
 from runners.pipeline import problems_for
+
+
+def generate(root, file, name):
+    \"\"\"(the original as the judge builds it, the template's source, its backward kernel or None).\"\"\"
+    (problem,), _ = problems_for(f"{root}/{file}", root, name)
+    req = {"device": "cpu", "file": problem.file, "root": root, "class_name": name, "dtype": None}
+    problem.build = verify.prepare(req)["build"]
+    source, _, _, backward = render_module_with_backward(
+        problem, trace.trace({**req, "build": problem.build})
+    )
+    return verify.Problem(req, problem.build), source, backward
+"""
+_GRADIENT_CHECK = (
+    _GENERATE
+    + """
+from runners.judge import _large, _strided, _transposed, _zero_negative_rows
 
 root, file, dtype_name, *classes = sys.argv[1:]
 dtype = getattr(torch, dtype_name)
@@ -631,15 +648,9 @@ families = {
 }
 report = {}
 for name in classes:
-    (problem,), _ = problems_for(f"{root}/{file}", root, name)
-    req = {"device": "cpu", "file": problem.file, "root": root, "class_name": name, "dtype": None}
-    build = verify.prepare(req)["build"]
-    graph = trace.trace({**req, "build": build})
-    problem.build = build
-    source, _, _, backward = render_module_with_backward(problem, graph)
+    ref, source, backward = generate(root, file, name)
     ns = {}
     exec(compile(source, f"{name}.py", "exec"), ns)
-    ref = verify.Problem(req, build)
     cand = ns[name](*ref.init_args, **ref.init_kwargs).eval().to(dtype)
     cand.load_state_dict(ref.module.state_dict())
     original, original64 = copy.deepcopy(ref.module).to(dtype), copy.deepcopy(ref.module).double()
@@ -671,6 +682,7 @@ for name in classes:
             results[family] = str(exc)
 print(json.dumps(report))
 """
+)
 GRADIENTS = {
     "float32": [*sorted(set(SUPPORTED) - NO_BACKWARD), "layers.py::RMSNorm"],
     "bfloat16": ["TorchRMSNorm", "ResidualLayerNorm", "ScaledSoftmax", "SplitGeGLU"],
@@ -714,12 +726,10 @@ def test_generated_backward_matches_the_original_gradients(gradients, dtype, nam
 # torch.compile: a small model around each generated module, compiled with fullgraph=True (a graph
 # break or a launch Dynamo cannot trace fails), against the eager original with the same weights:
 # outputs without autograd, then outputs and the gradients of inputs and parameters with it.
-_COMPILE_CHECK = """
-import copy, importlib, json, pathlib, sys, tempfile
-import torch
-from runners import trace, verify
-from runners.generators.template import render_module_with_backward
-from runners.pipeline import problems_for
+_COMPILE_CHECK = (
+    _GENERATE
+    + """
+import importlib, pathlib, tempfile
 
 root, file, backend, *classes = sys.argv[1:]
 out_dir = pathlib.Path(tempfile.mkdtemp())
@@ -739,14 +749,9 @@ class Model(torch.nn.Module):
 
 report = {}
 for name in classes:
-    (problem,), _ = problems_for(f"{root}/{file}", root, name)
-    req = {"device": "cpu", "file": problem.file, "root": root, "class_name": name, "dtype": None}
-    build = verify.prepare(req)["build"]
-    problem.build = build
-    source, _, _, backward = render_module_with_backward(problem, trace.trace({**req, "build": build}))
+    ref, source, backward = generate(root, file, name)
     (out_dir / f"generated_{name}.py").write_text(source)  # imported, as the user's file would be
     generated = importlib.import_module(f"generated_{name}")
-    ref = verify.Problem(req, build)
     cand = getattr(generated, name)(*ref.init_args, **ref.init_kwargs).eval()
     cand.load_state_dict(ref.module.state_dict())
     torch._dynamo.reset()  # a fresh cache per class: each is a model of its own
@@ -775,6 +780,7 @@ for name in classes:
         results["error"] = f"{type(exc).__name__}: {str(exc)[:2000]}"
 print(json.dumps(report))
 """
+)
 
 
 @pytest.fixture(scope="module")
