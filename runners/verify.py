@@ -830,6 +830,23 @@ def prepare(req: dict[str, Any]) -> dict[str, Any]:
 # One candidate
 
 
+def _replaced_ops(module: Any) -> None:
+    """Check 1: no custom op the module's code holds was registered again under its name. The later
+    registration replaces the earlier one in the dispatcher, and a call through the earlier one's
+    handle is undefined (it may run the later one's code, fail or crash), so it is never made."""
+    held = {k: v for k, v in vars(module).items() if isinstance(v, custom_ops.CustomOpDef)}
+    for name, opdef in held.items():
+        latest = custom_ops.OPDEFS.get(opdef._qualname)
+        if latest is not opdef:
+            by = next((k for k, v in held.items() if v is latest), None)
+            again = f" again (by `{by}`)" if by else " again"
+            raise Mismatch(
+                f"check 1: the custom op {opdef._qualname} that `{name}` registers is registered{again}: "
+                f"the later registration replaces the earlier, so `{name}` no longer runs its own "
+                "code; give each op a name of its own"
+            )
+
+
 def _candidate_class(module: Any, class_name: str) -> type:
     for name in ("ModelNew", class_name):
         cls = getattr(module, name, None)
@@ -874,6 +891,7 @@ def load_candidate(
         raise Reject(f"check 1: syntax error at line {exc.lineno}: {exc.msg}") from None
     if before is not None:
         _integrity(before, "importing the candidate")
+    _replaced_ops(cand_mod)
     cls = _candidate_class(cand_mod, req["class_name"])
     cand = _build_candidate(cls, problem, problem.device, keywords_only=bool(req.get("in_module")))
     if problem.dtype is not None:

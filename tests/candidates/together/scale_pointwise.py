@@ -1,5 +1,5 @@
 # Scale (x * 2), registered as the custom op kernelize::pointwise: right on its own; beside a
-# suggestion that registers the same op name, the later registration serves both classes.
+# suggestion that registers the same op name, the later registration replaces the earlier.
 import torch
 import triton
 import triton.language as tl
