@@ -384,9 +384,11 @@ def cmd_worker(args: argparse.Namespace) -> int:
             gpus, [*command, *warm], health_port=args.health_port, check=supervisor.isolation_check
         )
     if "github" not in queues:
-        from runners import worker
+        from runners import worker  # checks its sandbox before it takes a task
 
         return worker.main(["--queues", ",".join(queues), "--concurrency", str(args.concurrency), *warm])
+    if "gpu" in queues:
+        _worker_isolation("this worker")
     from bot.settings import SettingsError, load_settings
     from runners.celery_app import make_celery
 
@@ -423,6 +425,16 @@ def cmd_worker(args: argparse.Namespace) -> int:
         ]
     )
     return 0
+
+
+def _worker_isolation(who: str) -> None:
+    """A worker that takes ``gpu`` tasks runs pull requests' code: it starts only where the sandbox
+    can be set up (each task checks again, runners/tasks.py)."""
+    from runners import sandbox
+
+    refused = sandbox.refusal(sandbox.probe_device())
+    if refused:
+        raise UserError(f"{refused}; {who} runs no code from pull requests without its sandbox")
 
 
 def _die_with_parent() -> None:
@@ -481,6 +493,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     embedded = settings.broker_url.startswith("sqla+")
     worker = None
     if args.worker or (args.worker is None and embedded):
+        # Refused before anything listens: a server whose worker cannot isolate would take pull
+        # requests and answer none.
+        _worker_isolation("kernelize serve's worker (--no-worker runs the web side alone)")
         cmd = [sys.executable, "-m", "bot.cli", "worker", "--queues", "github,gpu"]
         worker = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
     try:

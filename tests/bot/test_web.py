@@ -425,6 +425,34 @@ def test_serve_refuses_to_start_without_a_secret(tmp_path: Path) -> None:
     )
 
 
+def test_serve_refuses_to_start_its_worker_without_the_sandbox(tmp_path: Path, webhook_secret: str) -> None:
+    """The one-machine install where bubblewrap is missing: nothing listens, one line says why, and
+    ``--no-worker`` (a GPU worker elsewhere) is named."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = _env(
+        PYTHONPATH=str(ROOT), KERNELIZE_WEBHOOK_SECRET=webhook_secret, KERNELIZE_BWRAP="/nonexistent/bwrap"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "bot.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "kernelize: error: isolation unavailable: /nonexistent/bwrap not found (install bubblewrap); "
+        "kernelize serve's worker (--no-worker runs the web side alone) runs no code from pull requests "
+        "without its sandbox"
+    )
+    with socket.socket() as sock:  # nothing was left listening
+        assert sock.connect_ex(("127.0.0.1", port)) != 0
+
+
 def test_serve_runs_on_the_embedded_defaults(tmp_path: Path, http: httpx.Client, webhook_secret: str) -> None:
     """SQLite database and SQLite broker in the working directory: no service to run."""
     with socket.socket() as sock:

@@ -331,14 +331,23 @@ def test_a_host_that_cannot_isolate_starts_no_worker(tmp_path: Path) -> None:
     assert "no worker starts: isolation unavailable" in log_path.read_text()
 
 
-def test_a_gpu_worker_that_cannot_isolate_exits_with_the_reason() -> None:
+@pytest.mark.parametrize(
+    ("command", "who"),
+    [
+        (["-m", "runners.worker", "--queues", "gpu"], "this GPU worker"),
+        (["-m", "bot.cli", "worker", "--queues", "gpu"], "this GPU worker"),
+        # One machine doing both (what ``kernelize serve`` starts): refused before any settings.
+        (["-m", "bot.cli", "worker", "--queues", "github,gpu"], "this worker"),
+    ],
+)
+def test_a_gpu_worker_that_cannot_isolate_exits_with_the_reason(command: list[str], who: str) -> None:
     env = {
         **os.environ,
         "KERNELIZE_BWRAP": "/nonexistent/bwrap",
         "KERNELIZE_BROKER_URL": "redis://127.0.0.1:1/0",
     }
     out = subprocess.run(
-        [sys.executable, "-m", "runners.worker", "--queues", "gpu"],
+        [sys.executable, *command],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -349,5 +358,5 @@ def test_a_gpu_worker_that_cannot_isolate_exits_with_the_reason() -> None:
     last = out.stderr.strip().splitlines()[-1]
     assert last.startswith(
         "kernelize: error: isolation unavailable: /nonexistent/bwrap not found (install bubblewrap); "
-        "this GPU worker runs no code from pull requests"
+        f"{who} runs no code from pull requests"
     ), out.stderr
