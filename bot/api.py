@@ -18,7 +18,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -59,7 +59,12 @@ class Stats(BaseModel):
     accepted: int
     acceptance_rate: float | None
     median_seconds_to_apply: float | None
-    geomean_speedup_merged: float | None
+    geomean_speedup_merged: float | None = Field(
+        description="geometric mean speedup of the merged suggestions over eager PyTorch"
+    )
+    geomean_speedup_compile_merged: float | None = Field(
+        description="geometric mean speedup of the merged suggestions over torch.compile of the original"
+    )
     by_generator: dict[str, GeneratorStats]
 
 

@@ -24,7 +24,7 @@ from markupsafe import escape
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import tracking
+from bot import charts, tracking
 from bot.github import GitHubError, UserAccess, authorize_url, user_access
 from bot.models import Installation, Suggestion, WebSession, utcnow
 from bot.settings import Settings
@@ -53,30 +53,9 @@ def _digest(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def bar_chart(bars: list[tuple[str, float, str]], *, width: int = 480, unit: str = "") -> str:
-    """A horizontal bar chart as inline SVG: (label, value, css colour) per bar."""
-    height, row = 28 * len(bars) + 8, 28
-    top = max((v for _, v, _ in bars), default=0.0) or 1.0
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" role="img" '
-        f'viewBox="0 0 {width} {height}">'
-    ]
-    for i, (label, value, colour) in enumerate(bars):
-        y = 4 + i * row
-        length = 0 if value <= 0 else max(2.0, (width - 200) * value / top)
-        text = f"{value:g}{unit}"
-        parts.append(
-            f'<text x="0" y="{y + 17}" font-size="13">{escape(label)}</text>'
-            f'<rect x="120" y="{y + 4}" width="{length:.1f}" height="18" fill="{colour}">'
-            f"<title>{escape(label)}: {text}</title></rect>"
-            f'<text x="{126 + length:.1f}" y="{y + 17}" font-size="13" data-value="{value:g}">{text}</text>'
-        )
-    parts.append("</svg>")
-    return "".join(parts)
-
-
+# The five states a posted suggestion is in now: their bars add up to the "posted" card.
 STATUS_COLOURS = {
-    "posted": "#8c959f",
+    "waiting": "#8c959f",
     "applied": "#0969da",
     "merged": "#1a7f37",
     "dismissed": "#cf222e",
@@ -157,15 +136,16 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
                     .order_by(Suggestion.id.desc())
                 ).scalars()
             )
-            status_chart = bar_chart(
-                [(s, float(stats["waiting" if s == "posted" else s]), c) for s, c in STATUS_COLOURS.items()]
+            status_chart = charts.bar_chart(
+                [(s, float(stats[s]), c) for s, c in STATUS_COLOURS.items()],
+                label="what became of the suggestions posted",
             )
-            speedups = [
-                (f"#{s.pull_number} {s.class_name}", round(s.speedup_eager, 2), STATUS_COLOURS[s.status])
-                for s in rows
-                if s.speedup_eager
-            ][:20]
-            speed_chart = bar_chart(speedups, unit="x") if speedups else ""
+            timed = [s for s in rows if s.speedup_eager or s.speedup_compile]
+            bars = [(f"#{s.pull_number} {s.class_name}", s.speedup_eager, s.speedup_compile) for s in timed]
+            speed_chart = charts.speedup_chart(bars[:20]) if bars else ""
+            trend = charts.trend_chart(
+                [charts.Point(s.posted_at, s.speedup_eager, s.speedup_compile) for s in timed if s.posted_at]
+            )
             return render(
                 "repo.html.j2",
                 repository=repository,
@@ -173,6 +153,7 @@ def router(sessions: sessionmaker[Session], settings: Settings) -> APIRouter:
                 suggestions=rows,
                 status_chart=status_chart,
                 speed_chart=speed_chart,
+                trend_chart=trend,
                 **page_context(who),
             )
 

@@ -228,6 +228,12 @@ def _rate(part: int, whole: int) -> float | None:
     return round(part / whole, 4) if whole else None
 
 
+def _geomean(values: Iterable[float | None]) -> float | None:
+    """The geometric mean of the values given (None where there are none)."""
+    known = [v for v in values if v]
+    return round(math.exp(sum(math.log(v) for v in known) / len(known)), 4) if known else None
+
+
 def stats(
     session: Session,
     *,
@@ -236,7 +242,8 @@ def stats(
     public_only: bool = False,
 ) -> dict[str, Any]:
     """Posted, applied, merged, dismissed, outdated, acceptance rate (applied or merged over all
-    posted), median time to apply, geometric-mean speedup of merged suggestions, and by generator."""
+    posted), median time to apply, geometric-mean speedup of merged suggestions over eager PyTorch
+    and over torch.compile, and by generator."""
     query = select(Suggestion)
     if repository is not None:
         query = query.where(Suggestion.repository == repository)
@@ -251,7 +258,7 @@ def stats(
         for status in (*OPEN, "merged", "dismissed", "outdated")
     }
     waits = [(s.applied_at - s.posted_at).total_seconds() for s in accepted if s.applied_at and s.posted_at]
-    merged_speedups = [s.speedup_eager for s in rows if s.status == "merged" and s.speedup_eager]
+    merged = [s for s in rows if s.status == "merged"]
     generators: dict[str, dict[str, Any]] = {}
     for s in rows:
         g = generators.setdefault(s.generator, {"posted": 0, "accepted": 0})
@@ -269,13 +276,14 @@ def stats(
         "accepted": len(accepted),  # applied at some point (applied or merged now)
         "acceptance_rate": _rate(len(accepted), len(rows)),
         "median_seconds_to_apply": median(waits) if waits else None,
-        "geomean_speedup_merged": (
-            round(math.exp(sum(math.log(x) for x in merged_speedups) / len(merged_speedups)), 4)
-            if merged_speedups
-            else None
-        ),
+        "geomean_speedup_merged": _geomean([s.speedup_eager for s in merged]),
+        "geomean_speedup_compile_merged": _geomean([s.speedup_compile for s in merged]),
         "by_generator": dict(sorted(generators.items())),
     }
+
+
+def _x(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2f}x"
 
 
 def stats_markdown(data: dict[str, Any], repository: str) -> str:
@@ -284,18 +292,18 @@ def stats_markdown(data: dict[str, Any], repository: str) -> str:
     rate = f"{data['acceptance_rate']:.0%}" if data["acceptance_rate"] is not None else "—"
     wait = data["median_seconds_to_apply"]
     wait_text = "—" if wait is None else (f"{wait / 3600:.1f} h" if wait >= 3600 else f"{wait / 60:.0f} min")
-    geo = data["geomean_speedup_merged"]
+    geo, geo_compile = data["geomean_speedup_merged"], data["geomean_speedup_compile_merged"]
     lines = [
         f"### Kernelize on `{repository}`",
         "",
         "| posted | applied | merged | dismissed | outdated | waiting | acceptance | median time to apply "
-        "| geomean speedup (merged) |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| merged: geomean vs eager | vs torch.compile |",
+        "|---|---|---|---|---|---|---|---|---|---|",
         "| "
         + " | ".join(
             str(data[k]) for k in ("posted", "applied", "merged", "dismissed", "outdated", "waiting")
         )
-        + f" | {rate} | {wait_text} | {'—' if geo is None else f'{geo:.2f}x'} |",
+        + f" | {rate} | {wait_text} | {_x(geo)} | {_x(geo_compile)} |",
         "",
         "| generator | posted | accepted | acceptance |",
         "|---|---|---|---|",

@@ -13,6 +13,7 @@ from typing import Any
 from fastapi import FastAPI, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
+from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
@@ -27,6 +28,9 @@ Decide = Callable[[str, dict[str, Any]], dict[str, Any] | None]
 Enqueue = Callable[[dict[str, Any], str], str]
 
 log = logging.getLogger("kernelize.web")
+OPENAPI_URL = "/api/v1/openapi.json"
+DOCS_URL = "/api/v1/docs"
+DOCS_ASSETS = "/api/v1/docs/assets"
 
 
 class _Unavailable(Exception):
@@ -80,8 +84,9 @@ def create_app(
     # Queue depth, jobs and GPU-seconds per installation: read from the broker and the database at scrape.
     registry.register(StateCollector(sessions, queue_depth))
     # The OpenAPI description covers the suggestions API only (the webhook is GitHub's to call).
-    app = FastAPI(
-        title="Kernelize", docs_url="/api/v1/docs", redoc_url=None, openapi_url="/api/v1/openapi.json"
+    # Swagger UI from the app itself (FastAPI's default page loads it from a CDN: blank offline).
+    app = FastAPIOffline(
+        title="Kernelize", docs_url=DOCS_URL, redoc_url=None, openapi_url=OPENAPI_URL, static_url=DOCS_ASSETS
     )
 
     def reject(status: int, reason: str, error: str, delivery_id: str | None) -> JSONResponse:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -99,6 +100,7 @@ def test_signed_out_then_signed_in(browser: Any, site: tuple[str, FakeGitHub]) -
             "dismissed": "1",
             "acceptance": "67%",
             "geomean": "3.00x",
+            "geomean-compile": "1.50x",
         }
     }
     assert PRIVATE not in browser.page_source
@@ -116,7 +118,7 @@ def test_signed_out_then_signed_in(browser: Any, site: tuple[str, FakeGitHub]) -
         "67%",
         "3.00x",
     )
-    assert len(browser.find_elements(By.CSS_SELECTOR, "figure svg")) == 2
+    assert len(browser.find_elements(By.CSS_SELECTOR, "figure svg")) == 3  # status, speedups, trend
     link = browser.find_element(By.LINK_TEXT, "#1")
     assert link.get_attribute("href") == f"https://github.com/{PUBLIC}/pull/1#discussion_r10"
 
@@ -152,3 +154,39 @@ def test_someone_without_access_sees_no_private_repository(
     assert set(_cells(browser)) == {PUBLIC}
     browser.get(url + f"/repos/{PRIVATE}")
     assert "Not found" in browser.find_element(By.TAG_NAME, "h1").text
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_pages_fit_the_window(browser: Any, site: tuple[str, FakeGitHub], width: int) -> None:
+    """No page scrolls sideways at a desktop or a narrow window; every chart is drawn inside it, and
+    at 800 px the tables drop their secondary columns rather than overflow."""
+    url, _ = site
+    browser.set_window_size(width, 900)
+    inner = browser.execute_script("return window.innerWidth")
+    for path in ("/", f"/repos/{PUBLIC}", f"/repos/{PRIVATE}"):
+        browser.get(url + path)
+        scroll = browser.execute_script("return document.documentElement.scrollWidth")
+        assert scroll <= inner, (path, scroll, inner)
+        for table in browser.find_elements(By.TAG_NAME, "table"):
+            assert table.rect["x"] + table.rect["width"] <= inner, (path, table.get_attribute("id"))
+    charts = browser.find_elements(By.CSS_SELECTOR, "figure svg")
+    assert len(charts) == 0  # the private repository's page (signed out) draws none
+    browser.get(url + f"/repos/{PUBLIC}")
+    charts = browser.find_elements(By.CSS_SELECTOR, "figure svg")
+    assert len(charts) == 3
+    for svg in charts:
+        assert 0 < svg.rect["width"] <= inner - svg.rect["x"]
+    generator_column = browser.find_element(By.CSS_SELECTOR, "#suggestions th.wide")
+    assert generator_column.is_displayed() is (width > 900)
+
+
+def test_the_api_page_renders_offline(browser: Any, site: tuple[str, FakeGitHub]) -> None:
+    """This machine reaches no CDN: Swagger UI comes from the app and lists the API's operations."""
+    url, _ = site
+    browser.get(url + "/api/v1/docs")
+    deadline = time.monotonic() + 20
+    while not browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path") and time.monotonic() < deadline:
+        time.sleep(0.2)
+    found = browser.find_elements(By.CSS_SELECTOR, ".opblock-summary-path")
+    paths = {e.text.replace("\u200b", "") for e in found}
+    assert "/api/v1/repos/{owner}/{repo}/stats" in paths, paths
