@@ -43,14 +43,19 @@ def bar_chart(bars: Sequence[tuple[str, float, str]], *, label: str, unit: str =
     for i, ((name, value, colour), text) in enumerate(zip(bars, values, strict=True)):
         y = 4 + i * ROW
         length = 0 if value <= 0 else max(2.0, plot * value / top)
-        body.append(
-            f'<text x="0" y="{y + 17}" font-size="13">{escape(name)}</text>'
-            f'<rect x="{gutter:.1f}" y="{y + 4}" width="{length:.1f}" height="{BAR}" fill="{colour}">'
-            f"<title>{escape(name)}: {text}</title></rect>"
-            f'<text x="{gutter + length + 6:.1f}" y="{y + 17}" font-size="13" data-bar="{escape(name)}" '
-            f'data-value="{value:g}">{text}</text>'
-        )
+        data = f'data-bar="{escape(name)}" data-value="{value:g}"'
+        body.append(f'<text x="0" y="{y + 17}" font-size="13">{escape(name)}</text>')
+        body.append(_bar(gutter, y + 4, length, colour, f"{name}: {text}", text, data, 13))
     return _svg(width, height, body, label)
+
+
+def _bar(x: float, y: float, length: float, colour: str, title: str, text: str, data: str, size: int) -> str:
+    """A bar, its hover title, and its value after it (``data``: the label's data-* attributes)."""
+    return (
+        f'<rect x="{x:.1f}" y="{y}" width="{length:.1f}" height="{BAR}" fill="{colour}">'
+        f"<title>{escape(title)}</title></rect>"
+        f'<text x="{x + length + 6:.1f}" y="{y + 13}" font-size="{size}" {data}>{text}</text>'
+    )
 
 
 def _legend(x: float, y: float) -> tuple[list[str], float]:
@@ -85,12 +90,9 @@ def speedup_chart(rows: Sequence[tuple[str, float | None, float | None]]) -> str
             colour = BASELINES[key][1]
             length = max(2.0, plot * value / top)
             by = y + j * (BAR + 2)
-            body.append(
-                f'<rect x="{gutter:.1f}" y="{by}" width="{length:.1f}" height="{BAR}" fill="{colour}">'
-                f"<title>{escape(name)}: {value:.2f}x {escape(BASELINES[key][0])}</title></rect>"
-                f'<text x="{gutter + length + 6:.1f}" y="{by + 14}" font-size="12" data-bar="{escape(name)}" '
-                f'data-baseline="{key}" data-value="{value:g}">{value:.2f}x</text>'
-            )
+            data = f'data-bar="{escape(name)}" data-baseline="{key}" data-value="{value:g}"'
+            title = f"{name}: {value:.2f}x {BASELINES[key][0]}"
+            body.append(_bar(gutter, by, length, colour, title, f"{value:.2f}x", data, 12))
     one = gutter + plot / top
     bottom = height - 16
     body.append(
@@ -126,8 +128,9 @@ def trend_chart(points: Sequence[Point]) -> str:
     series = {key: _running_geomeans(points, key) for key in BASELINES}
     if max(len(s) for s in series.values()) < 2:
         return ""
-    values = [v for s in series.values() for _, v in s]
-    low, high = min([1.0, *values]) * 0.9, max([1.0, *values]) * 1.1
+    values = [1.0, *(v for s in series.values() for _, v in s)]
+    least, most = min(values), max(values)
+    low, high = least * 0.9, most * 1.1
     left, plot_w, plot_h, top = 52.0, 520.0, 160.0, 28.0
     legend, legend_end = _legend(left, 4)
     width, height = max(left + plot_w + 12, legend_end), top + plot_h + 34
@@ -139,7 +142,7 @@ def trend_chart(points: Sequence[Point]) -> str:
         return top + plot_h * (1 - (math.log(v) - math.log(low)) / (math.log(high) - math.log(low)))
 
     body = list(legend)
-    for v in sorted({low * 1.0 / 0.9, 1.0, high / 1.1}):
+    for v in sorted({least, 1.0, most}):
         body.append(f'<text x="0" y="{y(v) + 4:.1f}" font-size="12">{v:.2f}x</text>')
     body.append(
         f'<line data-reference="1.0" x1="{left}" y1="{y(1.0):.1f}" x2="{left + plot_w}" y2="{y(1.0):.1f}" '

@@ -44,7 +44,7 @@ def _env() -> jinja2.Environment:
         lstrip_blocks=True,
     )
     env.filters["pct"] = lambda v: "—" if v is None else f"{v:.0%}"
-    env.filters["x"] = lambda v: "—" if v is None else f"{v:.2f}x"
+    env.filters["x"] = tracking.times
     env.filters["ms"] = lambda v: "—" if v is None else f"{v:.4g}"
     return env
 

@@ -282,7 +282,8 @@ def stats(
     }
 
 
-def _x(value: float | None) -> str:
+def times(value: float | None) -> str:
+    """A speedup as shown everywhere: ``2.40x``, or a dash when there is none."""
     return "—" if value is None else f"{value:.2f}x"
 
 
@@ -303,7 +304,7 @@ def stats_markdown(data: dict[str, Any], repository: str) -> str:
         + " | ".join(
             str(data[k]) for k in ("posted", "applied", "merged", "dismissed", "outdated", "waiting")
         )
-        + f" | {rate} | {wait_text} | {_x(geo)} | {_x(geo_compile)} |",
+        + f" | {rate} | {wait_text} | {times(geo)} | {times(geo_compile)} |",
         "",
         "| generator | posted | accepted | acceptance |",
         "|---|---|---|---|",

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 import pytest
 from fastapi.testclient import TestClient
 
-from bot import db
+from bot import db, tracking
 from bot.settings import load_settings
 from bot.web import create_app
 from tests.bot.dashboard_seed import PRIVATE, PUBLIC, seed
@@ -129,3 +129,12 @@ def test_the_api_page_is_served_without_a_cdn(client: TestClient) -> None:
         got = client.get(asset)
         assert got.status_code == 200 and len(got.content) > 500, asset
     assert "'/api/v1/openapi.json'" in page.text
+
+
+def test_the_stats_comment_names_both_baselines(client: TestClient) -> None:
+    """What ``/kernelize stats`` posts, from the same numbers the API gives."""
+    data = client.get(f"/api/v1/repos/{PUBLIC}/stats").json()
+    comment = tracking.stats_markdown(data, PUBLIC)
+    header, _, row = comment.splitlines()[2:5]
+    assert header.endswith("| merged: geomean vs eager | vs torch.compile |")
+    assert row.startswith("| 3 | 0 | 2 | 1 | 0 | 0 | 67% |") and row.endswith("| 3.00x | 1.50x |")
