@@ -8,6 +8,7 @@ offset. Nothing but bytes crosses: a subclass or a hook on the writer's side can
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import math
 import mmap
@@ -93,8 +94,19 @@ def rebuild(data: bytes | bytearray | memoryview, ref: TensorRef, device: str = 
     if need == 0:
         return torch.empty_strided(ref.shape, ref.strides or (), dtype=dtype, device=device)
     raw = bytearray(memoryview(data)[ref.offset : ref.offset + ref.nbytes])
+    if isinstance(data, mmap.mmap):
+        _release(data, ref.offset, ref.nbytes)
     storage = torch.frombuffer(raw, dtype=torch.uint8).view(dtype)
     return storage.to(device).as_strided(ref.shape, ref.strides, ref.storage_offset)
+
+
+def _release(mapped: mmap.mmap, offset: int, nbytes: int) -> None:
+    """Drop the mapped pages just read from this process: a runner that reads every call's
+    inputs out of one file would otherwise keep all of it resident (and count it against its
+    memory limit) long after each call's tensors moved to the device. The bytes stay in the file."""
+    start = offset - offset % mmap.PAGESIZE
+    with contextlib.suppress(OSError, ValueError, AttributeError):  # platforms without madvise
+        mapped.madvise(mmap.MADV_DONTNEED, start, offset + nbytes - start)
 
 
 def map_file(path: str | Path | None) -> Any:

@@ -585,6 +585,8 @@ def evaluate_candidate(
     result.timings = _timings(timings)
     if judged is not None and judged.untimed:
         result.notes.append(judged.untimed)
+    if judged is not None and judged.clocked:
+        result.notes.append(judged.clocked)
     if judged is not None and judged.rechecked:
         result.notes.append("over 10x: timed a second time, the slower figure kept")
     if judged is not None and judged.compile_error:
@@ -630,6 +632,8 @@ def _score_training(result: CandidateResult, timed: Timed, min_speedup: float) -
         return
     if timed.untimed:
         result.notes.append(timed.untimed)
+    if timed.clocked:
+        result.notes.append(timed.clocked)
     if timed.rechecked:
         result.notes.append("training over 10x: timed a second time, the slower figure kept")
     if timed.compile_error:

@@ -366,6 +366,17 @@ def _watched() -> dict[str, Any]:
     }
     if hasattr(triton, "testing"):
         mods["triton.testing"] = triton.testing
+    # The timing harness's classes and the CUDA events and streams it times with: patched through
+    # ``type.__setattr__``, a module snapshot would not see them.
+    for cls in (
+        bench.Clock,
+        bench.Projector,
+        bench.Feed,
+        bench.TrainingFeed,
+        torch.cuda.Event,
+        torch.cuda.Stream,
+    ):
+        mods[f"{cls.__module__}.{cls.__qualname__}"] = cls
     from runners import bounds
 
     mods.update(bounds.watched())

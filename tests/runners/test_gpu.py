@@ -91,7 +91,10 @@ def test_mutate_is_still_rejected_on_gpu(reports):
 TIMING_CAUGHT = {
     "memo_by_object.py": ("incorrect", "timing: timed call "),
     "side_stream.py": (None, "timing: "),  # its timed outputs or its clock, whichever shows first
-    "patched_event.py": ("rejected", "timing: the runner claims "),
+    # Patches torch.cuda.Event: the runner's snapshot of the harness names it at import.
+    "patched_event.py": ("rejected", "check 6: torch.cuda.streams.Event.elapsed_time was replaced"),
+    # Shrinks the reply's times after every in-process check: the judge's clock sees through it.
+    "forged_reply.py": ("rejected", "timing: the runner claims "),
 }
 
 
