@@ -19,10 +19,14 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from runners.observability import JsonFormatter  # re-exported: tests and bench/ import it from here
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from runners.generators import Generator
     from runners.generators.base import Problem
+    from runners.results import ModuleReport, RunReport
 
 USER_ERROR, INTERNAL_ERROR = 2, 1
+DEFAULT_SAMPLES, DEFAULT_MIN_SPEEDUP = 4, 1.05
 
 
 class UserError(Exception):
@@ -34,60 +38,83 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(message)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="kernelize", description="Verified, timed Triton kernels for PyTorch modules.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = sub.add_parser("run", help="generate, verify and time Triton candidates for modules")
-    run.add_argument("targets", nargs="+", metavar="TARGET", help="path/to/file.py or path/to/file.py::Class")
-    run.add_argument(
+def _engine_arguments(parser: argparse.ArgumentParser, *, review: bool) -> None:
+    """The engine's options, the same for ``run`` and ``review``. For ``review`` the repository
+    config at HEAD supplies what an option leaves unset (generators, samples, dtype, min speedup)."""
+    config = "the repository config's, else " if review else ""
+    parser.add_argument(
         "--generator",
         action="append",
         dest="generators",
         metavar="NAME",
-        help="candidate generator (repeatable; default: files with --candidates, else every generator "
-        "this machine can run: kernelllm with its weights on a GPU, inductor on a GPU, template)",
+        help=f"candidate generator (repeatable; default: {config}files with --candidates, else every "
+        "generator this machine can run: kernelllm with its weights on a GPU, inductor on a GPU, template)",
     )
-    run.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
-    run.add_argument(
+    parser.add_argument("--candidates", metavar="DIR", help="folder of candidate files (files generator)")
+    parser.add_argument(
         "--model",
         metavar="ID_OR_DIR",
         help="kernelllm: weights (default facebook/KernelLLM); openai: the served model's name",
     )
-    run.add_argument("--temperature", type=float, help="sampling temperature (default 0.6)")
-    run.add_argument("--top-p", type=float, help="nucleus sampling (default 0.95)")
-    run.add_argument("--max-new-tokens", type=int, help="answer length limit (default 2048)")
-    run.add_argument(
+    parser.add_argument("--temperature", type=float, help="sampling temperature (default 0.6)")
+    parser.add_argument("--top-p", type=float, help="nucleus sampling (default 0.95)")
+    parser.add_argument("--max-new-tokens", type=int, help="answer length limit (default 2048)")
+    parser.add_argument(
         "--seed",
         type=int,
         help="repeat a run: kernelllm's sampling and the judge's inputs (default: the judge draws a "
         "fresh seed each run; the report gives it)",
     )
-    run.add_argument(
+    parser.add_argument(
         "--api-base", metavar="URL", help="openai: server base URL, e.g. http://127.0.0.1:8000/v1"
     )
-    run.add_argument(
+    parser.add_argument(
         "--api-mode", choices=("completions", "chat"), help="openai: endpoint (default completions)"
     )
-    run.add_argument(
+    parser.add_argument(
         "--api-key-env",
         metavar="VAR",
         help="openai: environment variable holding the API key "
         "(default OPENAI_API_KEY; keys are never taken on the command line)",
     )
-    run.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
-    run.add_argument("--config", metavar="FILE", help="repository config (.github/kernelize.yml format)")
-    run.add_argument("--samples", type=int, default=4, help="candidates asked of each sampling generator")
-    run.add_argument(
-        "--min-speedup", type=float, default=1.05, help="a speedup must reach this (default 1.05)"
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=None if review else DEFAULT_SAMPLES,
+        help=f"candidates asked of each sampling generator (default: {config}{DEFAULT_SAMPLES})",
     )
-    run.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
-    run.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
-    run.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
-    run.add_argument(
+    parser.add_argument(
+        "--min-speedup",
+        type=float,
+        default=None if review else DEFAULT_MIN_SPEEDUP,
+        help=f"a speedup must reach this (default: {config}{DEFAULT_MIN_SPEEDUP})",
+    )
+    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
+    parser.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
+    parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument(
         "--dtype",
         choices=("float32", "float16", "bfloat16"),
-        help="check in this dtype (floating parameters and inputs are cast); default: as built",
+        help=f"check in this dtype (floating parameters and inputs are cast); default: {config}as built",
     )
+    parser.add_argument("--quiet", action="store_true", help="no progress lines")
+    parser.add_argument(
+        "--no-isolation",
+        action="store_true",
+        help="run the module and the candidates without the bubblewrap sandbox: only for your own "
+        "code on your own machine (they can then read your files and environment, reach the network "
+        "and leave processes behind)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="kernelize", description="Verified, timed Triton kernels for PyTorch modules.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    run = sub.add_parser("run", help="generate, verify and time Triton candidates for modules")
+    run.add_argument("targets", nargs="+", metavar="TARGET", help="path/to/file.py or path/to/file.py::Class")
+    _engine_arguments(run, review=False)
+    run.add_argument("--config", metavar="FILE", help="repository config (.github/kernelize.yml format)")
     run.add_argument(
         "--kernel-only",
         action="store_true",
@@ -95,14 +122,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--json", metavar="PATH", help="write the JSON report here")
     run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
-    run.add_argument("--quiet", action="store_true", help="no progress lines")
     run.add_argument(
-        "--no-isolation",
-        action="store_true",
-        help="run the module and the candidates without the bubblewrap sandbox: only for your own "
-        "code on your own machine (they can then read your files and environment, reach the network "
-        "and leave processes behind)",
+        "--show-code", action="store_true", help="print each module's suggested code after the table"
     )
+    run.add_argument(
+        "--write-suggestions",
+        metavar="DIR",
+        help="write each file with its suggestions applied under DIR (at its path from the repository)",
+    )
+    review = sub.add_parser(
+        "review",
+        help="what the App would post on a pull request, for a local git range, written to a folder",
+    )
+    review.add_argument(
+        "range",
+        metavar="BASE..HEAD",
+        help="the change to review: HEAD into BASE, diffed from their merge base as a pull request is",
+    )
+    review.add_argument("--repo", default=".", metavar="PATH", help="the git repository (default: here)")
+    review.add_argument(
+        "--out",
+        default="kernelize-review",
+        metavar="DIR",
+        help="write review.md, summary.md, check-run.md, applied.diff and files/ here "
+        "(default kernelize-review)",
+    )
+    _engine_arguments(review, review=True)
     worker = sub.add_parser("worker", help="run a queue worker (github: GitHub side; gpu: the engine)")
     worker.add_argument("--queues", default="github", help="comma-separated: github, gpu (default github)")
     worker.add_argument(
@@ -175,27 +220,72 @@ def _root_for(config: str | None) -> Path:
     return Path.cwd()
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from runners import pipeline, render, together
-    from runners.discover import DiscoveryError
-    from runners.inputs import ConfigError, load_module_entries
-    from runners.results import RunReport, to_dict
-
+def _check_engine_args(args: argparse.Namespace) -> None:
     if args.max_new_tokens is not None and args.max_new_tokens < 1:
         raise UserError(f"--max-new-tokens must be at least 1, got {args.max_new_tokens}")
     if args.temperature is not None and args.temperature <= 0:
         raise UserError(f"--temperature must be positive, got {args.temperature}")
     if args.top_p is not None and not 0 < args.top_p <= 1:
         raise UserError(f"--top-p must be in (0, 1], got {args.top_p}")
-    if args.samples < 1:
+    if args.samples is not None and args.samples < 1:
         raise UserError(f"--samples must be at least 1, got {args.samples}")
-    if args.min_speedup <= 0:
+    if args.min_speedup is not None and args.min_speedup <= 0:
         raise UserError(f"--min-speedup must be positive, got {args.min_speedup}")
     if args.timeout <= 0 or args.memory <= 0:
         raise UserError("--timeout and --memory must be positive")
+
+
+def _generator_options(args: argparse.Namespace, device: str) -> dict[str, Any]:
+    return {
+        "candidates": args.candidates,
+        "model": args.model,
+        "device": device,
+        "temperature": args.temperature,
+        "top_p": args.top_p,
+        "max_new_tokens": args.max_new_tokens,
+        "seed": args.seed,
+        "api_base": args.api_base,
+        "api_mode": args.api_mode,
+        "api_key_env": args.api_key_env,
+        "timeout_s": args.timeout,
+        "dtype": args.dtype,
+    }
+
+
+def _progress(quiet: bool) -> Callable[[str], None]:
+    if quiet:
+        return lambda _: None
+    return lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True)
+
+
+def _check_ran(report: RunReport) -> None:
+    """A run whose every generator failed before producing anything (no weights, no server), or
+    whose every module could not be built, is the user's to fix: say what, exit 2."""
+    from runners.results import is_generator_row
+
+    gen_errors = [c for m in report.modules for c in m.candidates if is_generator_row(c)]
+    if gen_errors and all(is_generator_row(c) for m in report.modules for c in m.candidates):
+        raise UserError(gen_errors[0].reason)
+    built = [m for m in report.modules if m.status != "skipped"]
+    if not built and report.modules:
+        first = report.modules[0]
+        print(f"\nTo make {first.target} buildable:\n\n{first.snippet}")
+        raise UserError(f"{first.target}: inputs cannot be built: {first.reason}")
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from runners import pipeline, render, together
+    from runners.discover import DiscoveryError
+    from runners.inputs import ConfigError, load_module_entries
+    from runners.results import RunReport, to_dict
+
+    _check_engine_args(args)
     for out in (args.json, args.markdown):
         if out and not Path(out).resolve().parent.is_dir():
             raise UserError(f"{out}: the folder does not exist")
+    written = Path(args.write_suggestions) if args.write_suggestions else None
+    if written is not None and written.exists() and not written.is_dir():
+        raise UserError(f"--write-suggestions {args.write_suggestions}: not a folder")
     _isolation(args.no_isolation)
 
     try:
@@ -225,22 +315,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         problems += found
 
     device = _device(args.device)
-    options = {
-        "candidates": args.candidates,
-        "model": args.model,
-        "device": device,
-        "temperature": args.temperature,
-        "top_p": args.top_p,
-        "max_new_tokens": args.max_new_tokens,
-        "seed": args.seed,
-        "api_base": args.api_base,
-        "api_mode": args.api_mode,
-        "api_key_env": args.api_key_env,
-        "timeout_s": args.timeout,
-        "dtype": args.dtype,
-    }
-    generators, unavailable = _generators(args.generators, args.candidates, device, options)
-
+    generators, unavailable = _generators(
+        args.generators, args.candidates, device, _generator_options(args, device)
+    )
     settings = pipeline.Settings(
         device=device,
         timeout_s=args.timeout,
@@ -252,11 +329,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         seed=args.seed,
         dtype=args.dtype,
     )
-    progress = (
-        (lambda _: None)
-        if args.quiet
-        else (lambda msg: print(f"kernelize: {msg}", file=sys.stderr, flush=True))
-    )
+    progress = _progress(args.quiet)
     report = RunReport(device=pipeline.describe_device(device), min_speedup=args.min_speedup)
     by_file: dict[str, dict[str, Problem]] = {}
     for problem in problems:
@@ -273,17 +346,121 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.markdown:
         Path(args.markdown).write_text(render.markdown(report), encoding="utf-8")
     print(render.text_table(report))
-    # Every generator failed before producing anything (no weights, no server): a setup problem.
-    from runners.results import is_generator_row
+    if args.show_code:
+        _show_code(report, problems)
+    if written is not None:
+        _write_suggestions(written, report, by_file)
+    _check_ran(report)
+    return 0
 
-    gen_errors = [c for m in report.modules for c in m.candidates if is_generator_row(c)]
-    if gen_errors and all(is_generator_row(c) for m in report.modules for c in m.candidates):
-        raise UserError(gen_errors[0].reason)
-    built = [m for m in report.modules if m.status != "skipped"]
-    if not built and report.modules:
-        first = report.modules[0]
-        print(f"\nTo make {first.target} buildable:\n\n{first.snippet}")
-        raise UserError(f"{first.target}: inputs cannot be built: {first.reason}")
+
+def _show_code(report: RunReport, problems: Sequence[Problem]) -> None:
+    """Each module's suggested code, exactly as verified: what replaces the class's lines."""
+    spans = {p.target: (p.module.lineno, p.module.end_lineno) for p in problems}
+    for m in report.modules:
+        best = m.best_candidate()
+        if best is None or m.best_source is None:
+            print(f"\n# {m.target}: no verified candidate, so no code to suggest")
+            continue
+        first, last = spans[m.target]
+        code = m.best_source if m.best_source.endswith("\n") else m.best_source + "\n"
+        print(
+            f"\n# {m.target}: the suggested code ({best.generator}:{best.id}), "
+            f"replacing lines {first}-{last} of {m.file}\n"
+        )
+        print(code, end="")
+
+
+def _write_suggestions(folder: Path, report: RunReport, by_file: dict[str, dict[str, Problem]]) -> None:
+    """Each file with its modules' suggestions applied together, under ``folder`` at its path from
+    the repository root (its name alone when it lies outside)."""
+    from runners.apply import Suggestion, applied_all
+
+    modules = {m.target: m for m in report.modules}
+    wrote = 0
+    for same_file in by_file.values():
+        first = next(iter(same_file.values()))
+        suggestions = [
+            Suggestion(p.class_name, p.module.lineno, p.module.end_lineno, source)
+            for p in same_file.values()
+            if (source := modules[p.target].best_source) is not None
+        ]
+        if not suggestions:
+            continue
+        rel = Path(first.rel_path)
+        if rel.is_absolute() or ".." in rel.parts:
+            rel = Path(rel.name)
+        target = folder / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(applied_all(first.source, suggestions), encoding="utf-8")
+        names = ", ".join(s.class_name for s in suggestions)
+        print(f"kernelize: wrote {target} ({names} suggested)")
+        wrote += 1
+    if not wrote:
+        print(f"kernelize: no suggestion to write under {folder}: no module has a verified candidate")
+
+
+def cmd_review(args: argparse.Namespace) -> int:
+    """What the App would post for the change BASE..HEAD of a local repository (bot/local_review.py),
+    through the App's own planning, engine and rendering."""
+    from bot import local_review
+
+    _check_engine_args(args)
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out}: not a folder")
+    try:  # the input first (git and the AST only, no torch): its errors come back at once
+        change = local_review.read_change(args.repo, args.range)
+        config = local_review.load_config(change)
+        planned = local_review.plan(change, config)
+    except local_review.ReviewError as exc:
+        raise UserError(str(exc)) from None
+
+    from runners import pipeline, tasks
+    from runners.inputs import ConfigError
+    from runners.results import RunReport
+
+    try:
+        entries = tasks.module_entries(config.modules)
+    except ConfigError as exc:
+        raise UserError(f"{exc} (see docs/config.md)") from None
+    _isolation(args.no_isolation)
+
+    # An option given here wins over the repository config, as a /kernelize command's options do.
+    device = _device(args.device)
+    dtype = args.dtype or (config.dtypes[0] if config.dtypes else None)
+    options = {**_generator_options(args, device), "dtype": dtype}
+    generators, unavailable = _generators(
+        args.generators or config.generators, args.candidates, device, options
+    )
+    min_speedup = args.min_speedup or config.min_speedup or DEFAULT_MIN_SPEEDUP
+    settings = pipeline.Settings(
+        device=device,
+        timeout_s=args.timeout,
+        memory_mb=args.memory,
+        min_speedup=min_speedup,
+        samples=args.samples or config.samples or DEFAULT_SAMPLES,
+        compile_baseline=not args.no_compile,
+        seed=args.seed,
+        dtype=dtype,
+        tolerance={k: list(v) for k, v in config.tolerance_table().items()},
+    )
+    progress = _progress(args.quiet)
+
+    def run_file(root: Path, path: str, names: list[str]) -> list[ModuleReport]:
+        return tasks.kernelize_classes(
+            root, path, names, entries, generators, settings, unavailable=unavailable, progress=progress
+        )
+
+    report = RunReport(device=pipeline.describe_device(device), min_speedup=min_speedup)
+    try:
+        local_review.kernelize(change, planned, config, run_file, report)
+    except local_review.ReviewError as exc:
+        raise UserError(str(exc)) from None
+    rendered = local_review.render(change, planned, config, report)
+    for path, what in local_review.write(out, rendered):
+        print(f"kernelize: wrote {path}: {what}")
+    _check_ran(report)
     return 0
 
 
@@ -553,6 +730,8 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command == "run":
             return cmd_run(args)
+        if args.command == "review":
+            return cmd_review(args)
         if args.command == "serve":
             return cmd_serve(args)
         if args.command == "worker":

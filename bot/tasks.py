@@ -24,9 +24,10 @@ from celery import chord
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import commands, db, jobs, publish, tracking
+from bot import commands, db, jobs, planning, publish, tracking
 from bot.github import GitHubApp, GitHubError, InstallationClient, PullInfo
 from bot.models import Job, utcnow
+from bot.planning import BUNDLE_TEXT_BYTES
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, load_repo_config
 from bot.settings import Settings, load_settings
 from runners.bundle import BundleError, pack
@@ -40,13 +41,11 @@ from runners.celery_app import (
     PUBLISH_TASK,
     TRACK_TASK,
 )
-from runners.discover import DiscoveryError, added_lines, classes_touching, find_modules
 from runners.generators import AVAILABLE as GENERATORS
 from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, module_from_dict
 
 log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
-BUNDLE_TEXT_BYTES = 16 * 2**20  # Python source text per pull request; it compresses ~4x under the bundle cap
 OUTDATED_MARKER = "<!-- kernelize:outdated -->"
 APPLIED_MARKER = "<!-- kernelize:applied -->"
 WAIT_RETRY_S = 60.0
@@ -223,40 +222,13 @@ def _targets(
     wanted: Sequence[dict[str, Any]],
 ) -> tuple[list[dict[str, Any]], dict[str, str], dict[str, str]]:
     """The changed modules to run (config paths and, for a command, its targets), the changed
-    sources, and the patches by path."""
-    chosen = [commands.Target(t["path"], t.get("class_name")) for t in wanted]
-    files = [
-        f
-        for f in client.pull_files(owner, repo, number)
-        if f.filename.endswith(".py") and f.status != "removed" and config.selects(f.filename)
-    ]
-    sources: dict[str, str] = {}
-    targets: list[dict[str, Any]] = []
-    for f in files:
-        text = client.file_text(owner, repo, f.filename, head_sha)
-        if text is None:
-            continue
-        sources[f.filename] = text
-        try:
-            modules = find_modules(text, f.filename)
-        except DiscoveryError:
-            continue  # a syntax error in the pull request is not ours to report
-        by_name = {m.name: m for m in modules}
-        for name in classes_touching(modules, added_lines(f.patch)):
-            if chosen and not any(t.matches(f.filename, name) for t in chosen):
-                continue
-            m = by_name[name]
-            original = "\n".join(text.splitlines()[m.lineno - 1 : m.end_lineno])
-            targets.append(
-                {
-                    "path": f.filename,
-                    "class_name": name,
-                    "start": m.lineno,
-                    "end": m.end_lineno,
-                    "original_sha256": tracking.fingerprint(original),
-                }
-            )
-    return targets, sources, {f.filename: f.patch or "" for f in files}
+    sources, and the patches by path (``bot/planning.py`` decides)."""
+    return planning.changed_targets(
+        client.pull_files(owner, repo, number),
+        lambda path: client.file_text(owner, repo, path, head_sha),
+        config,
+        wanted,
+    )
 
 
 def _engine(config: RepoConfig) -> dict[str, Any]:
@@ -790,17 +762,6 @@ def _dashboard_url(owner: str, repo: str) -> str | None:
     return f"{base.rstrip('/')}/repos/{owner}/{repo}" if base else None
 
 
-def _over_limit(targets: Sequence[str], limit: int) -> list[ModuleReport]:
-    out = []
-    for target in targets:
-        path, _, cls = target.rpartition("::")
-        report = ModuleReport(target=target, file=path, class_name=cls)
-        report.status = "skipped"
-        report.reason = f"over the repository's limit of {limit} module(s) per pull request (`max_modules`)"
-        out.append(report)
-    return out
-
-
 def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
     owner, repo, number, head_sha = context["owner"], context["repo"], context["number"], context["head_sha"]
     client = _client(context["installation_id"])
@@ -810,20 +771,15 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     job_id = context.get("job_id")
     if job_id is not None and _finish(job_id, "done", gpu_seconds=gpu_seconds) == "cancelled":
         return {"cancelled": True}
-    reports += _over_limit(context.get("over", []), int(context.get("max_modules", 0)))
+    reports += planning.over_limit(context.get("over", []), int(context.get("max_modules", 0)))
     reports += [_kernelized_report(k) for k in context.get("kernelized", [])]
     device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
     min_speedup = float(context.get("min_speedup") or _settings().min_speedup)
     run = RunReport(device=device, modules=reports, min_speedup=min_speedup)
-    spans: dict[str, dict[str, tuple[int, int]]] = {}
-    for t in context["targets"]:
-        spans.setdefault(t["path"], {})[t["class_name"]] = (t["start"], t["end"])
-    winners = {(m.target, m.best): m.best_source for m in reports if m.best and m.best_source}
-    plan = publish.plan_review(
+    plan, winners = planning.review(
         reports,
-        spans,
+        context["targets"],
         context["patches"],
-        winners,
         head_sha,
         device=device,
         min_speedup=run.min_speedup,

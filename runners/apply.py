@@ -139,6 +139,14 @@ def applied(file_source: str, lineno: int, end_lineno: int, code: str) -> str:
     return "".join([*lines[: lineno - 1], body, *lines[end_lineno:]])
 
 
+def applied_all(file_source: str, suggestions: Sequence[Suggestion]) -> str:
+    """The file with every suggestion applied (unchecked: :func:`check_applied_together` checks)."""
+    after = file_source
+    for s in sorted(suggestions, key=lambda s: s.lineno, reverse=True):
+        after = applied(after, s.lineno, s.end_lineno, s.code)  # bottom-up: the lines above stay put
+    return after
+
+
 def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, class_name: str) -> str:
     """The file after applying ``code`` over the class's lines, checked; ApplyError when it would
     change, drop or rebind anything but the class."""
@@ -222,9 +230,7 @@ def check_applied_together(file_source: str, suggestions: Sequence[Suggestion]) 
                 f"{s.class_name}'s would replace {other.class_name}'s",
                 (other.class_name, s.class_name),
             )
-    after = file_source
-    for s in reversed(ordered):  # bottom-up: the lines of the suggestions above stay where they were
-        after = applied(after, s.lineno, s.end_lineno, s.code)
+    after = applied_all(file_source, ordered)
     classes = tuple(s.class_name for s in ordered)
     try:
         _unchanged(file_source, after, classes, f"applying the suggestions for {' and '.join(classes)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -86,15 +87,9 @@ def _kernelize_file(
         root = Path(tmp)
         try:
             unpack(request["bundle"], root)
-            entries: dict[str, ModuleEntry] = {
-                key: parse_module_entry(raw, f".github/kernelize.yml: modules.{key}")
-                for key, raw in (request.get("modules") or {}).items()
-            }
-            problems, _ = pipeline.problems_for(str(root / rel_path), str(root), None, entries)
-        except (BundleError, ConfigError, DiscoveryError, OSError) as exc:
+            entries = module_entries(request.get("modules") or {})
+        except (BundleError, ConfigError, OSError) as exc:
             return [_skipped(targets[n], rel_path, n, str(exc)) for n in names]
-        by_name = {p.class_name: p for p in problems}
-        chosen = [by_name[n] for n in dict.fromkeys(names) if n in by_name]
         options = worker_options(device)
         wanted = request.get("generators")
         unavailable: dict[str, str] = {}
@@ -107,13 +102,50 @@ def _kernelize_file(
                 generators.append(make_generator(name, options))
             except GeneratorError as exc:
                 errors.append(CandidateResult(name, name, Status.ERROR, f"generator: {exc}"))
-        done = {r.class_name: r for r in together.kernelize_file(chosen, generators, settings)}
+        return kernelize_classes(
+            root, rel_path, names, entries, generators, settings, errors=errors, unavailable=unavailable
+        )
+
+
+def module_entries(raw: dict[str, Any]) -> dict[str, ModuleEntry]:
+    """The repository config's ``modules:`` section, parsed (ConfigError names the bad entry)."""
+    return {
+        key: parse_module_entry(value, f".github/kernelize.yml: modules.{key}") for key, value in raw.items()
+    }
+
+
+def kernelize_classes(
+    root: Path,
+    rel_path: str,
+    names: list[str],
+    entries: dict[str, ModuleEntry],
+    generators: list[Generator],
+    settings: pipeline.Settings,
+    *,
+    errors: Sequence[CandidateResult] = (),
+    unavailable: dict[str, str] | None = None,
+    progress: pipeline.Progress = lambda _: None,
+) -> list[ModuleReport]:
+    """The reports of the classes ``names`` of ``root/rel_path`` (one per name, in that order), the
+    file's suggestions checked applied together. ``errors`` (generators that could not start) lead
+    each report's candidates; ``unavailable`` is each report's list of generators not run.
+
+    The GPU task runs it on the unpacked bundle; ``kernelize review`` (bot/local_review.py) on the
+    head commit's Python, so a local review runs what the App runs."""
+    targets = {name: f"{rel_path}::{name}" for name in names}
+    try:
+        problems, _ = pipeline.problems_for(str(root / rel_path), str(root), None, entries)
+    except (DiscoveryError, OSError) as exc:
+        return [_skipped(targets[n], rel_path, n, str(exc)) for n in names]
+    by_name = {p.class_name: p for p in problems}
+    chosen = [by_name[n] for n in dict.fromkeys(names) if n in by_name]
+    done = {r.class_name: r for r in together.kernelize_file(chosen, generators, settings, progress)}
     reports = []
     for n in names:
         report = done.get(n) or _skipped(targets[n], rel_path, n, f"no nn.Module class {n} in {rel_path}")
         if n in done:
             report.candidates[:0] = errors
-            report.unavailable = dict(unavailable)
+            report.unavailable = dict(unavailable or {})
         reports.append(report)
     return reports
 
