@@ -23,6 +23,11 @@ from runners.protocol import ProtocolError, TensorRef
 ALIGN = 64
 
 
+class HarnessError(RuntimeError):
+    """The checks themselves failed (their buffers could not be written: the disk is full, say):
+    nothing to do with the code under test, and never reported as its failure."""
+
+
 def dtype_of(name: str) -> torch.dtype:
     dtype = getattr(torch, name, None)
     if not isinstance(dtype, torch.dtype):
@@ -59,7 +64,13 @@ class Writer:
         if n:
             flat = plain.as_strided((n,), (1,), 0).cpu().contiguous()
             data = flat.view(torch.uint8).numpy().data  # the tensor's own memory: no copy of GiBs
-            self._fh.write(data)
+            try:
+                self._fh.write(data)
+            except OSError as exc:
+                raise HarnessError(
+                    f"the checks could not write their buffers ({len(data) / 2**30:.2f} GiB "
+                    f"to {self.path.parent}): {exc.strerror or exc}"
+                ) from None
             self._pos += len(data)
         return TensorRef(
             offset=start,
@@ -72,7 +83,12 @@ class Writer:
         )
 
     def close(self) -> None:
-        self._fh.close()
+        try:
+            self._fh.close()
+        except OSError as exc:
+            raise HarnessError(
+                f"the checks could not write their buffers to {self.path}: {exc.strerror or exc}"
+            ) from None
 
     def __enter__(self) -> Writer:
         return self

@@ -228,9 +228,13 @@ def run_calls(
                     more = _one(module64, call, args64, writer)
                     got["outputs64"] = more["outputs"]
                     got["grads64"] = more.get("grads", {})
+                except buffers.HarnessError:
+                    raise
                 except Exception:  # no float64 answer for this call: the native one stands
                     pass
             replies.append(CallReply(name=call.name, **got))
+        except buffers.HarnessError:
+            raise  # the checks' own failure, not the module's: the runner stops and says so
         except Exception as exc:
             replies.append(CallReply(name=call.name, error=describe_exc(exc, "raised")))
     if weights is not None:
@@ -296,8 +300,13 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
         return RunReply(calls=(), error=describe_exc(exc, "building the original")).to_dict()
     data = read_inputs(r.inputs_path)
     weights = Weights(problem.module)
-    with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
-        replies = run_calls(problem.module, r.calls, data, r.device, writer, module64, problem.cast, weights)
+    try:
+        with buffers.Writer(Path.cwd() / r.outputs_name) as writer:
+            replies = run_calls(
+                problem.module, r.calls, data, r.device, writer, module64, problem.cast, weights
+            )
+    except buffers.HarnessError as exc:
+        return RunReply(calls=(), error=str(exc)).to_dict()
     timing, training = (
         _reference_timing(problem, plan, data, r.device) if plan is not None else None
         for plan in (r.timing, r.training_timing)

@@ -47,6 +47,7 @@ from torch._library import custom_ops
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from runners import bench, inputs, pyast
+from runners.buffers import HarnessError
 from runners.tolerances import TOLERANCES
 
 SEEDS = (0, 1, 2)
@@ -958,6 +959,8 @@ def evaluate(req: dict[str, Any]) -> dict[str, Any]:
         result.update(status="rejected", reason=str(exc))
     except Mismatch as exc:
         result.update(status="incorrect", reason=str(exc))
+    except HarnessError as exc:
+        result.update(status="error", reason=str(exc))
     except torch.cuda.OutOfMemoryError as exc:
         result.update(status="error", reason=describe_exc(exc, "out of GPU memory"))
     except MemoryError:

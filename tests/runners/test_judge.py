@@ -903,3 +903,43 @@ def test_a_runner_reading_every_calls_inputs_keeps_none_of_them_resident(tmp_pat
         del t
     assert _resident_file_kib() - base < 64 * 1024
     data.close()
+
+
+def test_families_the_disk_cannot_hold_are_left_out_and_named():
+    """RMSNorm at 16 x 2048 x 4096 float32 (512 MiB a call) with training and compiled calls ran the
+    H200's disk out mid-check; the plan now fits the disk, keeps the families that find the most,
+    and says what it left out."""
+    from runners.judge import fit_disk, plan_families
+
+    specs = [{"tensor": {"shape": [64, 1024], "dtype": "float32"}}]  # 256 KiB a call
+    families = plan_families(specs, [], None, 7, grad=True, compiled=True)
+    names = [f for f, _, _ in families]
+    kept, left = fit_disk(families, free=2**40, timing=True)
+    assert kept == families and left == {}
+    kept, left = fit_disk(families, free=40 * 2**20, timing=True)  # 32 MiB usable
+    kept_names = [f for f, _, _ in kept]
+    assert kept_names[0] == "normal" and "normal, autograd recording" in kept_names
+    assert set(left) == set(names) - set(kept_names) and left
+    assert all(why.startswith("needs about ") and "GiB free" in why for why in left.values())
+    assert "other sizes" not in " ".join(kept_names)  # the first to go
+    # Nothing fits: the first normal call still stays (a verdict on no call at all is none).
+    kept, left = fit_disk(families, free=1, timing=True)
+    assert [f for f, _, _ in kept] == ["normal"]
+
+
+def test_a_full_disk_is_the_checks_failure_not_the_candidates(tmp_path):
+    """Writing a call's buffers to a full disk raised OSError inside the runner's call, which was
+    reported as the candidate raising ("incorrect"). It is the harness's error, said as such."""
+    from runners import runner
+    from runners.protocol import Arg, Call
+
+    data = b""
+
+    class Doubles(torch.nn.Module):
+        def forward(self, n):
+            return torch.ones(n) * 2
+
+    calls = (Call("call 0", (Arg(value=2**20),)),)  # 4 MiB: written through, not buffered
+    full = buffers.Writer("/dev/full")
+    with pytest.raises(buffers.HarnessError, match="could not write their buffers"):
+        runner.run_calls(Doubles(), calls, data, "cpu", full)
