@@ -14,6 +14,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -24,7 +25,6 @@ from runners.apply import applied
 from runners.discover import added_lines, find_modules
 
 ROOT = Path(__file__).resolve().parents[2]
-MAKE_EXAMPLE = ROOT / "examples" / "make_example_repo.sh"
 Cli = Callable[..., tuple[int, str, str]]
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Test",
@@ -75,13 +75,11 @@ def section(markdown: str, heading: str) -> str:
 # The example repository, reviewed once
 
 
-@pytest.fixture(scope="module")
-def example(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    repo = tmp_path_factory.mktemp("example") / "repo"
-    done = subprocess.run(["bash", str(MAKE_EXAMPLE), str(repo)], capture_output=True, text=True, check=False)
-    assert done.returncode == 0, done.stderr
-    assert "main..add-rmsnorm" in done.stdout
-    return repo
+def readme_first_command() -> str:
+    """The README's first command, after its install step (which the tests' own install did)."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    line = next(ln for ln in readme.splitlines() if "python3 -m venv" in ln and "kernelize review" in ln)
+    return line.split("-e '.[dev]' && ", 1)[1]
 
 
 class Review:
@@ -93,13 +91,38 @@ class Review:
 
 
 @pytest.fixture(scope="module")
-def review(cli: Cli, example: Path, tmp_path_factory: pytest.TempPathFactory) -> Review:
-    out = tmp_path_factory.mktemp("review") / "kernelize-review"
-    # No --generator: the example's .github/kernelize.yml asks for the template generator.
-    rc, stdout, stderr = cli(
-        ["review", "main..add-rmsnorm", "--repo", str(example), "--out", str(out), "--device", "cpu"]
+def readme_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """The README's first command as a new user runs it, from a folder holding the project's
+    ``examples/`` and ``.venv/bin/kernelize`` (this environment's); no options added: the example's
+    .github/kernelize.yml asks for the template generator, and without a GPU it runs on CPU."""
+    cwd = tmp_path_factory.mktemp("readme")
+    (cwd / "examples").symlink_to(ROOT / "examples")
+    (cwd / ".venv" / "bin").mkdir(parents=True)
+    (cwd / ".venv" / "bin" / "kernelize").symlink_to(Path(sys.executable).parent / "kernelize")
+    done = subprocess.run(
+        ["bash", "-c", readme_first_command()],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
     )
-    return Review(rc, stdout, stderr, out)
+    return cwd, done
+
+
+@pytest.fixture(scope="module")
+def example(readme_run: tuple[Path, subprocess.CompletedProcess[str]]) -> Path:
+    cwd, done = readme_run
+    assert "kernelize-example: main..add-rmsnorm adds" in done.stdout, done.stderr
+    return cwd / "kernelize-example"
+
+
+@pytest.fixture(scope="module")
+def review(readme_run: tuple[Path, subprocess.CompletedProcess[str]]) -> Review:
+    cwd, done = readme_run
+    lines = done.stdout.splitlines()
+    # The example script's one line, then the review's.
+    return Review(done.returncode, "\n".join(lines[1:]) + "\n", done.stderr, cwd / "kernelize-review")
 
 
 def test_review_writes_one_line_per_file(review: Review) -> None:
@@ -108,7 +131,8 @@ def test_review_writes_one_line_per_file(review: Review) -> None:
     lines = review.stdout.splitlines()
     found = [re.fullmatch(r"kernelize: wrote (.+?): [a-z ,0-9]+", line) for line in lines]
     assert all(found), lines
-    written = [Path(m.group(1)) for m in found if m]
+    # Paths as printed: relative to where the command ran (the README's folder).
+    written = [review.out.parent / m.group(1) for m in found if m]
     names = [p.relative_to(review.out).as_posix() for p in written]
     assert names == ["review.md", "summary.md", "check-run.md", "applied.diff", "files/model.py"]
     assert all(p.is_file() for p in written)
