@@ -260,12 +260,14 @@ def _progress(quiet: bool) -> Callable[[str], None]:
 
 def _check_ran(report: RunReport) -> None:
     """A run whose every generator failed before producing anything (no weights, no server), or
-    whose every module could not be built, is the user's to fix: say what, exit 2."""
+    whose every module could not be built, is the user's to fix: say what, exit 2. Generators that
+    declined a module (an op they have no template for) gave a verdict: the run completed."""
     from runners.results import is_generator_row
 
-    gen_errors = [c for m in report.modules for c in m.candidates if is_generator_row(c)]
-    if gen_errors and all(is_generator_row(c) for m in report.modules for c in m.candidates):
-        raise UserError(gen_errors[0].reason)
+    gen_rows = [c for m in report.modules for c in m.candidates if is_generator_row(c)]
+    failed = [c for c in gen_rows if not c.provenance.get("declined")]
+    if failed and all(is_generator_row(c) for m in report.modules for c in m.candidates):
+        raise UserError(failed[0].reason)
     built = [m for m in report.modules if m.status != "skipped"]
     if not built and report.modules:
         first = report.modules[0]

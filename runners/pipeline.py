@@ -32,7 +32,7 @@ from runners.fallback import (
     registers_ops,
     with_eager_path,
 )
-from runners.generators.base import Candidate, Generator, GeneratorError, Problem
+from runners.generators.base import Candidate, Generator, GeneratorDeclined, GeneratorError, Problem
 from runners.inputs import ModuleEntry, snippet
 from runners.judge import (
     CANDIDATE_OUTPUTS,
@@ -333,7 +333,10 @@ def _collect(
         try:
             got = gen.generate(problem, settings.samples)
         except GeneratorError as exc:
-            report.candidates.append(CandidateResult(gen.name, gen.name, Status.ERROR, f"generator: {exc}"))
+            row = CandidateResult(gen.name, gen.name, Status.ERROR, f"generator: {exc}")
+            if isinstance(exc, GeneratorDeclined):
+                row.provenance = {"declined": True}
+            report.candidates.append(row)
             continue
         except Exception as exc:  # a model that fails (OOM, bad weights) costs its candidates, not the run
             first = str(exc).splitlines()[0] if str(exc) else ""

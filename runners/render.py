@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import jinja2
@@ -79,11 +80,12 @@ def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
     if c is None:
         return [m.target, "—", "—", m.status, m.reason, "—", "—", "—", "—", "—", "—"]
     mark = " *" if c.id == m.best else ""
+    status = "declined" if c.provenance.get("declined") else c.status.value
     return [
         m.target,
         c.id + mark,
         c.generator,
-        c.status.value,
+        status,
         c.reason or c.verdict.value,
         fmt_err(c.max_abs_error),
         fmt_ms(c.median_ms),
@@ -94,7 +96,10 @@ def _row(m: ModuleReport, c: CandidateResult | None) -> list[str]:
     ]
 
 
-def text_table(report: RunReport, width: int = 60) -> str:
+def text_table(report: RunReport, width: int = 60, columns: int | None = None) -> str:
+    """The terminal's table: columns that say nothing in this run (every cell "—", as the timing
+    columns on CPU) left out, and the reason clipped so a row fits ``columns`` characters (default:
+    the terminal's width) where it can."""
     header = [
         "module",
         "candidate",
@@ -111,7 +116,16 @@ def text_table(report: RunReport, width: int = 60) -> str:
     rows = []
     for m in report.modules:
         rows += [_row(m, c) for c in m.candidates] or [_row(m, None)]
-    clipped = [[cell if len(cell) <= width else cell[: width - 1] + "…" for cell in r] for r in rows]
+    keep = [i for i, h in enumerate(header) if i < 5 or any(r[i] not in ("—", "") for r in rows)]
+    header, rows = [header[i] for i in keep], [[r[i] for i in keep] for r in rows]
+    total = columns or shutil.get_terminal_size((160, 24)).columns
+    reason = header.index("reason")
+    others = sum(
+        min(width, max(len(h), *(len(r[i]) for r in rows))) + 2 for i, h in enumerate(header) if i != reason
+    )
+    fits = max(24, min(width, total - others))
+    limits = [fits if i == reason else width for i in range(len(header))]
+    clipped = [[c if len(c) <= n else c[: n - 1] + "…" for c, n in zip(r, limits, strict=True)] for r in rows]
     widths = [max(len(h), *(len(r[i]) for r in clipped)) for i, h in enumerate(header)]
 
     def line(cells: list[str]) -> str:
@@ -127,5 +141,6 @@ def text_table(report: RunReport, width: int = 60) -> str:
         out.append(f"\n{m.target}, by generator:")
         out += [f"  {o.generator.ljust(name_width)}  {o.why}" for o in found]
     timing = "timed on " + dev.name if dev.kind == "cuda" else "not timed (no GPU): Triton interpreter"
-    out.append(f"\n* best candidate · {timing} · torch {dev.torch} · triton {dev.triton}")
+    best = "* best candidate · " if any(m.best for m in report.modules) else ""
+    out.append(f"\n{best}{timing} · torch {dev.torch} · triton {dev.triton}")
     return "\n".join(out)

@@ -51,6 +51,11 @@ class GeneratorError(Exception):
     """A generator cannot produce candidates (a missing model, a bad option): say why."""
 
 
+class GeneratorDeclined(GeneratorError):
+    """The module is outside what the generator writes (an op it has no template for, a graph it
+    cannot capture): a verdict on the module, not a failure of the run."""
+
+
 class Generator(Protocol):
     name: str
     samples: bool  # whether ``n`` means anything to it

@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from runners import pyast, sandbox
-from runners.generators.base import Candidate, GeneratorError, Problem
+from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
 from runners.normalize import normalize
 
 NEEDS_CUDA = (
@@ -475,7 +475,7 @@ class InductorGenerator:
             detail = f" ({last[0][:300]})" if last else ""
             raise GeneratorError(f"inductor: compiling failed: {res.reason}{detail}")
         if not res.payload.get("ok"):
-            raise GeneratorError(f"inductor: {res.payload.get('reason', 'compiling failed')}")
+            raise GeneratorDeclined(f"inductor: {res.payload.get('reason', 'compiling failed')}")
         return res.payload
 
     def generate(self, problem: Problem, n: int) -> list[Candidate]:
@@ -491,7 +491,7 @@ def candidate(problem: Problem, capture: dict[str, Any]) -> Candidate:
     try:
         source, rewrites = render_module(problem, capture)
     except (Unsupported, SyntaxError) as exc:
-        raise GeneratorError(f"inductor: {exc}") from None
+        raise GeneratorDeclined(f"inductor: {exc}") from None
     kernels = {name: info["config"] for name, info in capture["kernels"].items()}
     provenance = {
         "kernels": list(kernels),

@@ -72,7 +72,7 @@ from typing import Any
 
 from runners import pyast, sandbox
 from runners.generators import autodiff
-from runners.generators.base import Candidate, GeneratorError, Problem
+from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
 from runners.normalize import ALLOWED_IMPORTS
 
 TRACE_LIMITS = sandbox.Limits(timeout_s=120.0, memory_mb=8192)
@@ -2059,11 +2059,11 @@ class TemplateGenerator:
         if res.outcome != "ok" or res.payload is None:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
-            raise GeneratorError(f"template: {res.payload.get('reason', 'tracing failed')}")
+            raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except Unsupported as exc:
-            raise GeneratorError(f"template: {exc}") from None
+            raise GeneratorDeclined(f"template: {exc}") from None
         pattern = "row reduction" if built.rows else "pointwise"
         provenance = {"kernel": kernel, "pattern": pattern, **({"backward": backward} if backward else {})}
         cand = Candidate(kernel.strip("_"), self.name, source, provenance)

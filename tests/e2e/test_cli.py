@@ -743,6 +743,31 @@ def test_a_named_generator_that_cannot_run_is_listed_and_the_rest_run(cli, tmp_p
     assert re.search(r"\n  files +unavailable: the files generator needs --candidates DIR", run.stdout)
 
 
+MLP = """import torch
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, dim: int = 64):
+        super().__init__()
+        self.fc = nn.Linear(dim, dim * 4)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+"""
+
+
+def test_a_module_every_generator_declines_is_a_verdict_not_an_error(cli, tmp_path):
+    """The run completed: the template generator has no template for nn.Linear, and says so. The
+    README promises exit 0 whatever the verdicts; exit 2 is for what the user must fix."""
+    run = kernelize(cli, tmp_path, [_write(tmp_path, "mlp.py", MLP), "--generator", "template"])
+    assert run.rc == 0, run.stderr
+    [row] = run.module("MLP")["candidates"]
+    assert row["reason"] == "generator: template: unsupported op nn.Linear (node 'fc')"
+    assert re.search(r" template +template +declined +generator: template: unsupported op", run.stdout)
+    assert "best candidate" not in run.stdout and "error:" not in run.stderr
+
+
 # ---------------------------------------------------------------------------
 # Without a sandbox nothing untrusted runs: one line and exit 2, unless --no-isolation says so
 

@@ -118,6 +118,45 @@ def test_the_terminal_table_has_a_training_column():
     assert original.endswith("original path, not timed")
 
 
+CPU = DeviceInfo("cpu", "cpu", "2.13.0+cpu", "3.9.0", None, None)
+
+
+def _cpu_report(*candidates: CandidateResult, best: str | None = None) -> RunReport:
+    module = ModuleReport(
+        target="models/mlp.py::MLP",
+        file="models/mlp.py",
+        class_name="MLP",
+        build_source="guess",
+        baselines=Baselines(None, None, None),
+        candidates=list(candidates),
+        best=best,
+    )
+    return RunReport(device=CPU, modules=[module])
+
+
+def test_the_terminal_table_drops_the_columns_a_cpu_run_leaves_empty():
+    ok = CandidateResult("ok.py", "files", Status.CORRECT, "", max_abs_error=5e-7)
+    bad = CandidateResult("bad.py", "files", Status.INCORRECT, "judge, normal: max abs error 2 > tol " * 5)
+    table = text_table(_cpu_report(ok, bad, best="ok.py"), columns=100)
+    header = table.splitlines()[0].split()
+    assert header == ["module", "candidate", "generator", "status", "reason", "max", "err"]
+    rows = table.splitlines()[2:4]
+    assert all(len(r) <= 100 for r in rows), rows
+    assert rows[1].rstrip().endswith("…") or "…" in rows[1]  # the long reason clipped to fit
+    assert table.splitlines()[-1].startswith("* best candidate · not timed (no GPU)")
+
+
+def test_a_generator_that_declined_reads_declined_and_no_best_is_claimed():
+    row = CandidateResult(
+        "template", "template", Status.ERROR, "generator: template: unsupported op nn.Linear (node 'fc')"
+    )
+    row.provenance = {"declined": True}
+    table = text_table(_cpu_report(row))
+    assert "  declined  generator: template: unsupported op nn.Linear" in table
+    assert "best candidate" not in table
+    assert table.splitlines()[-1].startswith("not timed (no GPU)")
+
+
 def test_the_markdown_report_has_a_training_table():
     other = _trained(None, None, Verdict.NOT_MEASURED, id="ok.py", training=ORIGINAL, training_median_ms=None)
     md = markdown(_report(_trained(1.52, 0.90, Verdict.FASTER), other))
