@@ -409,4 +409,44 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
         pyast.parse(out)
     except SyntaxError as exc:  # e.g. a class body indented with tabs
         raise FallbackError(f"combining gave invalid code (line {exc.lineno}: {exc.msg})") from None
+    return _keep_the_class_frame(out, orig_lines, orig_cls, class_name)
+
+
+def _keep_the_class_frame(code: str, orig_lines: list[str], orig_cls: ast.ClassDef, class_name: str) -> str:
+    """The original class's frame on the suggested class: its decorators (a registration such as
+    ``@use_kernel_forward_from_hub(...)`` must survive), its base classes and its docstring, where
+    the generated class has none of its own. Only the computation is the suggestion's to change."""
+    lines = code.splitlines()
+    cls = _top_class(pyast.parse(code), class_name, "the combined code")
+    orig_header = orig_lines[orig_cls.lineno - 1]
+    body = cls.body[0]
+    has_doc = (
+        isinstance(body, ast.Expr)
+        and isinstance(body.value, ast.Constant)
+        and isinstance(body.value.value, str)
+    )
+    doc = ast.get_docstring(orig_cls, clean=False)
+    if doc is not None and not has_doc:
+        first = orig_cls.body[0]
+        text = orig_lines[first.lineno - 1 : first.end_lineno or first.lineno]
+        shift = body.col_offset - first.col_offset
+        doc_lines = [(" " * shift + t) if shift > 0 and t.strip() else t for t in text]
+        lines[body.lineno - 1 : body.lineno - 1] = [*doc_lines, ""]
+    # The original's spelling of the base, where it is nn.Module by a name this code binds too.
+    bases = [ast.unparse(b) for b in orig_cls.bases]
+    imports = (n for n in pyast.parse(code).body if isinstance(n, ast.Import | ast.ImportFrom))
+    bound = {a.asname or a.name.split(".")[0] for n in imports for a in n.names}
+    plain = len(bases) == 1 and bases[0] in ("nn.Module", "torch.nn.Module", "Module")
+    one_line = orig_header.rstrip().endswith(":") and lines[cls.lineno - 1].rstrip().endswith(":")
+    one_line = one_line and orig_header.lstrip().startswith(f"class {class_name}(")
+    if plain and bases[0].split(".")[0] in bound and one_line and not orig_cls.keywords:
+        lines[cls.lineno - 1] = orig_header
+    if orig_cls.decorator_list and not cls.decorator_list:
+        start = min(d.lineno for d in orig_cls.decorator_list)
+        lines[cls.lineno - 1 : cls.lineno - 1] = orig_lines[start - 1 : orig_cls.lineno - 1]
+    out = "\n".join(lines) + "\n"
+    try:
+        pyast.parse(out)
+    except SyntaxError:  # an unusual layout: the generated frame stands
+        return code
     return out

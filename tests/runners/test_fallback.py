@@ -440,3 +440,29 @@ def test_a_wrong_backward_is_caught_and_the_original_path_is_suggested(wrong_bac
     assert "def backward" not in best and "_rms_norm_bwd_kernel" not in best
     assert "torch.is_grad_enabled()" in best and "_rms_norm_fwd_kernel_RMSNorm[" in best
     assert cand["source_sha256"] == hashlib.sha256(best.encode()).hexdigest()
+
+
+def test_the_original_class_frame_is_kept_decorators_docstring_and_base():
+    """Only the computation is the suggestion's to change: a transformers class's
+    ``@use_kernel_forward_from_hub("RMSNorm")`` and its docstring survive; the base keeps the
+    original's spelling where the suggestion binds that name too."""
+    original = ORIGINAL.replace(
+        "class Norm(nn.Module):",
+        '@use_kernel_forward_from_hub("RMSNorm")\n@dataclass_like\nclass Norm(nn.Module):',
+    )
+    out = with_eager_path("from torch import nn\n" + CANDIDATE, original, "Norm")
+    cls = _class(out)
+    assert [ast.unparse(d) for d in cls.decorator_list] == [
+        "use_kernel_forward_from_hub('RMSNorm')",
+        "dataclass_like",
+    ]
+    assert ast.get_docstring(cls) == "Docstring."
+    assert [ast.unparse(b) for b in cls.bases] == ["nn.Module"]
+    # Where the suggestion does not bind the original's name for the base, its own spelling stays.
+    out = with_eager_path(CANDIDATE, original, "Norm")
+    assert [ast.unparse(b) for b in _class(out).bases] == ["torch.nn.Module"]
+    # A generated class with a docstring of its own keeps it.
+    own = CANDIDATE.replace(
+        "class Norm(torch.nn.Module):\n", 'class Norm(torch.nn.Module):\n    """Mine."""\n\n'
+    )
+    assert ast.get_docstring(_class(with_eager_path(own, original, "Norm"))) == "Mine."
