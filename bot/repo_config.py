@@ -333,7 +333,10 @@ def _tolerance_schema(schema: dict[str, Any]) -> None:
 
 # The shape runners.inputs.parse_module_entry accepts, for editors; the parser has the last word.
 _VALUE_SPEC: dict[str, Any] = {
-    "description": "A tensor `{shape: [...], dtype, range: [low, high]}` or any other value.",
+    "description": (
+        "A tensor `{shape: [...], dtype, range: [low, high]}`, a config object "
+        "`{class: ClassInTheFile, kwargs: {...}}` or any other value."
+    ),
 }
 _MODULE_ENTRY_SCHEMA: dict[str, Any] = {
     "type": "object",

@@ -81,9 +81,28 @@ def _tensor_spec(raw: dict[str, Any], where: str) -> Spec:
     return {"tensor": spec}
 
 
+def _object_spec(raw: dict[str, Any], where: str) -> Spec:
+    unknown = set(raw) - {"class", "kwargs"}
+    if unknown:
+        raise ConfigError(f"{where}: unknown key {sorted(unknown)[0]!r} (expected class, kwargs)")
+    name, kwargs = raw["class"], raw.get("kwargs", {})
+    if not isinstance(name, str) or not name.isidentifier():
+        raise ConfigError(f"{where}.class: expected the name of a class in the module's file, got {name!r}")
+    if not isinstance(kwargs, dict):
+        raise ConfigError(f"{where}.kwargs: expected a mapping of constructor arguments")
+    return {
+        "object": {
+            "class": name,
+            "kwargs": {str(k): _value_or_tensor(v, f"{where}.kwargs.{k}") for k, v in kwargs.items()},
+        }
+    }
+
+
 def _value_or_tensor(raw: Any, where: str) -> Spec:
     if isinstance(raw, dict) and "shape" in raw:
         return _tensor_spec(raw, where)
+    if isinstance(raw, dict) and "class" in raw:  # a config object, built from a class in the file
+        return _object_spec(raw, where)
     if isinstance(raw, dict) and set(raw) == {"value"}:
         return {"value": raw["value"]}
     return {"value": raw}
@@ -168,12 +187,23 @@ def match_entry(entries: dict[str, ModuleEntry], rel_path: str, class_name: str)
 # Specs to values (inside the sandbox)
 
 
-def make_value(spec: Spec, gen: torch.Generator, device: str) -> Any:
-    """A fresh value for ``spec``, drawn on ``device`` (large inputs never pass through host memory)."""
+def make_value(spec: Spec, gen: torch.Generator, device: str, namespace: Any = None) -> Any:
+    """A fresh value for ``spec``, drawn on ``device`` (large inputs never pass through host memory).
+    An ``object`` spec (a config object: ``{"class": name, "kwargs": {...}}``) is built here, from
+    the class of that name in ``namespace`` (the module's own file): a recipe crosses processes,
+    never the object."""
     import torch
 
     if "value" in spec:
         return spec["value"]
+    if "object" in spec:
+        obj = spec["object"]
+        cls = getattr(namespace, obj["class"], None) if namespace is not None else None
+        if not isinstance(cls, type):
+            why = f"no class {obj['class']!r} in the module's file to build a constructor argument from"
+            raise ConfigError(why)
+        kwargs = {k: make_value(v, gen, device, namespace) for k, v in obj.get("kwargs", {}).items()}
+        return cls(**kwargs)
     t = spec["tensor"]
     shape, dtype = t["shape"], getattr(torch, t["dtype"])
     dist = t.get("dist", "normal")
@@ -190,11 +220,11 @@ def make_value(spec: Spec, gen: torch.Generator, device: str) -> Any:
     return out.to(dtype)
 
 
-def make_values(specs: list[Spec], seed: int, device: str) -> list[Any]:
+def make_values(specs: list[Spec], seed: int, device: str, namespace: Any = None) -> list[Any]:
     import torch
 
     gen = torch.Generator(device=device).manual_seed(seed)
-    return [make_value(s, gen, device) for s in specs]
+    return [make_value(s, gen, device, namespace) for s in specs]
 
 
 def infer_spec(value: Any) -> Spec:
@@ -202,7 +232,8 @@ def infer_spec(value: Any) -> Spec:
     import torch
 
     if not isinstance(value, torch.Tensor):
-        return {"value": value}
+        recipe = object_recipe(value)
+        return {"object": recipe} if recipe is not None else {"value": value}
     dtype = str(value.dtype).removeprefix("torch.")
     spec: dict[str, Any] = {"shape": list(value.shape), "dtype": dtype}
     if value.dtype == torch.bool:
@@ -217,6 +248,35 @@ def infer_spec(value: Any) -> Spec:
     else:
         spec["dist"] = "normal"
     return {"tensor": spec}
+
+
+_PLAIN = (bool, int, float, str, type(None))
+
+
+def _plain(value: Any) -> bool:
+    if isinstance(value, list | tuple):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _plain(v) for k, v in value.items())
+    return isinstance(value, _PLAIN)
+
+
+def object_recipe(value: Any) -> dict[str, Any] | None:
+    """How to build ``value`` again in another process: a dataclass instance or a transformers
+    ``PretrainedConfig`` whose fields are plain values (``{"class", "kwargs"}``); None otherwise."""
+    import dataclasses
+
+    cls = type(value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kwargs = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
+    elif any(c.__name__ == "PretrainedConfig" for c in cls.__mro__) and hasattr(value, "to_diff_dict"):
+        skip = ("transformers_version", "model_type")
+        kwargs = {k: v for k, v in value.to_diff_dict().items() if k not in skip}
+    else:
+        return None
+    if not _plain(kwargs):
+        return None
+    return {"class": cls.__name__, "kwargs": {k: {"value": v} for k, v in kwargs.items()}}
 
 
 def tensor_shapes(specs: list[Spec]) -> list[list[int]]:
@@ -299,8 +359,59 @@ _NAME_GUESSES.update(
 _AXIS_NAMES = {"dim", "axis"}
 
 
-def guess_init_kwargs(cls: type) -> tuple[list[dict[str, Any]], str | None]:
-    """Constructor keyword sets to try, or the reason there are none."""
+# Small sizes for the fields of a config object (nanoGPT's GPTConfig, transformers' configs,
+# llama's ModelArgs), so a guessed module is quick to check; fields not named keep their defaults.
+_SMALL_CONFIG: dict[str, Any] = {
+    **dict.fromkeys("n_embd hidden_size d_model dim embed_dim n_embed".split(), 64),
+    **dict.fromkeys("n_head num_attention_heads num_heads n_heads".split(), 4),
+    **dict.fromkeys("n_kv_heads num_key_value_heads".split(), 4),
+    **dict.fromkeys("n_layer num_hidden_layers n_layers num_layers".split(), 2),
+    **dict.fromkeys("intermediate_size ffn_dim d_ff n_inner".split(), 128),
+    **dict.fromkeys("block_size max_position_embeddings n_positions max_seq_len n_ctx".split(), 64),
+    **dict.fromkeys("attn_pdrop resid_pdrop embd_pdrop dropout".split(), 0.0),
+    **dict.fromkeys("attention_dropout hidden_dropout".split(), 0.0),
+    "vocab_size": 256,
+    "head_dim": 16,
+    "multiple_of": 32,
+}
+
+
+def _config_classes(namespace: Any, annotation: Any) -> list[type]:
+    """Config classes a constructor argument could take: its annotation if it is one, else the
+    dataclasses and transformers configs the module's file defines or imports ("Config" and
+    "Args" in the name first)."""
+    import dataclasses
+
+    def config_like(c: Any) -> bool:
+        if not isinstance(c, type):
+            return False
+        if dataclasses.is_dataclass(c):
+            return True
+        return any(b.__name__ == "PretrainedConfig" for b in c.__mro__[1:])
+
+    if config_like(annotation):
+        return [annotation]
+    found = [v for v in vars(namespace).values() if config_like(v)] if namespace is not None else []
+    return sorted(dict.fromkeys(found), key=lambda c: not any(w in c.__name__ for w in ("Config", "Args")))
+
+
+def small_config(cfg: type) -> Any:
+    """An instance of a config class with small sizes (:data:`_SMALL_CONFIG`); raises TypeError
+    when a field it requires has no default and no small size."""
+    import dataclasses
+
+    if dataclasses.is_dataclass(cfg):
+        fields = [f.name for f in dataclasses.fields(cfg) if f.init]
+        kwargs = {name: _SMALL_CONFIG[name] for name in fields if name in _SMALL_CONFIG}
+        return cfg(**kwargs)
+    default = cfg()
+    return cfg(**{k: v for k, v in _SMALL_CONFIG.items() if hasattr(default, k)})
+
+
+def guess_init_kwargs(cls: type, namespace: Any = None) -> tuple[list[dict[str, Any]], str | None]:
+    """Constructor keyword sets to try, or the reason there are none. An argument no name guess
+    covers may be a config object: one of the config classes the module's file (``namespace``)
+    defines or imports, built with small sizes."""
     try:
         sig = inspect.signature(cls)
     except (TypeError, ValueError) as exc:
@@ -311,11 +422,24 @@ def guess_init_kwargs(cls: type) -> tuple[list[dict[str, Any]], str | None]:
         if p.default is inspect.Parameter.empty
         and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)
     ]
-    unknown = [p.name for p in required if p.name not in _NAME_GUESSES]
-    if unknown:
-        return [], f"no safe guess for constructor argument {unknown[0]!r}"
-    base = {p.name: _NAME_GUESSES[p.name] for p in required}
-    options = [base]
+    configs: dict[str, list[Any]] = {}
+    for p in required:
+        if p.name in _NAME_GUESSES:
+            continue
+        made = []
+        for cfg in _config_classes(namespace, p.annotation):
+            try:
+                made.append(small_config(cfg))
+            except Exception:  # a config this guess cannot fill: the next one
+                continue
+        if not made:
+            return [], f"no safe guess for constructor argument {p.name!r}"
+        configs[p.name] = made
+    base = {p.name: _NAME_GUESSES[p.name] for p in required if p.name not in configs}
+    options = [base | {name: made[0] for name, made in configs.items()}]
+    for name, made in configs.items():  # the other config classes, one at a time
+        options += [options[0] | {name: other} for other in made[1:]]
+    base = options[0]
     if any(n in _AXIS_NAMES for n in base):  # `dim` is a size in a Linear, an axis in a softmax
         options.append({n: (-1 if n in _AXIS_NAMES else v) for n, v in base.items()})
     return options, None

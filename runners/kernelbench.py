@@ -39,8 +39,9 @@ def _used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
-def _closure(tree: ast.Module, class_name: str) -> list[ast.stmt]:
-    """The top-level statements ``class_name`` needs, in file order (imports always kept)."""
+def _closure(tree: ast.Module, class_name: str, also: tuple[str, ...] = ()) -> list[ast.stmt]:
+    """The top-level statements ``class_name`` (and the names in ``also``: the classes its
+    constructor arguments are built from) needs, in file order (imports always kept)."""
     defs: dict[str, list[int]] = {}
     for i, node in enumerate(tree.body):
         for name in _bound_names(node):
@@ -50,8 +51,8 @@ def _closure(tree: ast.Module, class_name: str) -> list[ast.stmt]:
     )
     if start is None:
         raise ValueError(f"no top-level class {class_name}")
-    keep = {start}
-    todo = [start]
+    keep = {start, *(i for name in also for i in defs.get(name, []))}
+    todo = list(keep)
     while todo:
         node = tree.body[todo.pop()]
         for name in _used_names(node):
@@ -108,7 +109,21 @@ def tensor_expr(spec: dict[str, Any]) -> str:
 
 
 def value_expr(spec: dict[str, Any]) -> str:
+    if "object" in spec:
+        obj = spec["object"]
+        kwargs = ", ".join(f"{k}={value_expr(v)}" for k, v in obj.get("kwargs", {}).items())
+        return f"{obj['class']}({kwargs})"
     return tensor_expr(spec["tensor"]) if "tensor" in spec else repr(spec["value"])
+
+
+def object_classes(specs: list[dict[str, Any]]) -> tuple[str, ...]:
+    """The classes the object specs (config objects) among ``specs`` are built from."""
+    out: list[str] = []
+    for spec in specs:
+        if "object" in spec:
+            out.append(spec["object"]["class"])
+            out += object_classes(list(spec["object"].get("kwargs", {}).values()))
+    return tuple(dict.fromkeys(out))
 
 
 def init_positional(build: dict[str, Any], init_params: tuple[str, ...]) -> list[dict[str, Any]] | None:
@@ -128,7 +143,8 @@ def init_positional(build: dict[str, Any], init_params: tuple[str, ...]) -> list
 def problem_source(source: str, class_name: str, build: dict[str, Any], init_params: tuple[str, ...]) -> str:
     """The KernelBench file for ``class_name`` in ``source``, with inputs from ``build``."""
     tree = parse(source)
-    body = _closure(tree, class_name)
+    specs = [*build.get("init_args", []), *build.get("init_kwargs", {}).values()]
+    body = _closure(tree, class_name, object_classes(specs))
     mapping = {class_name: "Model"}
     if class_name != "Model" and any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in body):
         mapping["Model"] = "Model_"  # a helper already called Model steps aside

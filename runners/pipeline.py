@@ -200,8 +200,8 @@ def kernelize_judged(
             return report, None
         build = prep["build"]
         report.build_source = build["source"]
-        report.init_args = [s.get("value", s.get("tensor")) for s in build["init_args"]]
-        report.init_kwargs = {k: s.get("value", s.get("tensor")) for k, s in build["init_kwargs"].items()}
+        report.init_args = [_shown(s) for s in build["init_args"]]
+        report.init_kwargs = {k: _shown(s) for k, s in build["init_kwargs"].items()}
         report.inputs = [
             TensorInfo(list(s["tensor"]["shape"]), _checked_dtype(s["tensor"]["dtype"], settings.dtype))
             for s in build["inputs"]
@@ -598,6 +598,15 @@ def evaluate_candidate(
     if judged is not None:
         _score_training(result, judged.training_timing, settings.min_speedup)
     return result
+
+
+def _shown(spec: dict[str, Any]) -> Any:
+    """A constructor argument as the report shows it: the value, the tensor spec, or a config
+    object's recipe (``{"class": ..., "kwargs": {...}}`` with plain values)."""
+    if "object" in spec:
+        obj = spec["object"]
+        return {"class": obj["class"], "kwargs": {k: _shown(v) for k, v in obj.get("kwargs", {}).items()}}
+    return spec.get("value", spec.get("tensor"))
 
 
 def _timings(timings: dict[str, Any]) -> dict[str, Timing]:

@@ -665,11 +665,11 @@ def _resolve_build(
         try:
             mod = build_module(
                 cls,
-                inputs.make_values(entry["init_args"], 0, device),
+                inputs.make_values(entry["init_args"], 0, device, module),
                 dict(
                     zip(
                         entry["init_kwargs"],
-                        inputs.make_values(list(entry["init_kwargs"].values()), 0, device),
+                        inputs.make_values(list(entry["init_kwargs"].values()), 0, device, module),
                         strict=True,
                     )
                 ),
@@ -680,7 +680,7 @@ def _resolve_build(
             return {"source": "config", **entry}, tried
         except Exception as exc:
             tried.append(describe_exc(exc, "config entry"))
-    kwarg_sets, why_not = inputs.guess_init_kwargs(cls)
+    kwarg_sets, why_not = inputs.guess_init_kwargs(cls, module)
     if why_not:
         tried.append(f"guess: {why_not}")
     for kwargs in kwarg_sets:
@@ -699,7 +699,7 @@ def _resolve_build(
                 return {
                     "source": "guess",
                     "init_args": [],
-                    "init_kwargs": {k: {"value": v} for k, v in kwargs.items()},
+                    "init_kwargs": {k: inputs.infer_spec(v) for k, v in kwargs.items()},
                     "inputs": specs,
                 }, tried
             except Exception as exc:
@@ -716,9 +716,10 @@ class Problem:
         self.file_module = load_file_module(req["file"], req.get("root"), "kernelize_reference")
         self.cls = getattr(self.file_module, req["class_name"])
         self.build = build
-        self.init_args = inputs.make_values(build["init_args"], 0, self.device)
+        self.init_args = inputs.make_values(build["init_args"], 0, self.device, self.file_module)
         kw = build["init_kwargs"]
-        self.init_kwargs = dict(zip(kw, inputs.make_values(list(kw.values()), 0, self.device), strict=True))
+        made = inputs.make_values(list(kw.values()), 0, self.device, self.file_module)
+        self.init_kwargs = dict(zip(kw, made, strict=True))
         self.module = build_module(self.cls, self.init_args, self.init_kwargs, self.device)
         self.kernelbench = build["source"] == "kernelbench"
         # A dtype to check in (the repository's or the command's): floating parameters and inputs.

@@ -1965,7 +1965,9 @@ def _context(tree: ast.Module, lines: list[str], needed: set[str], class_name: s
         if any(node is k for k in keep):
             continue
         if isinstance(node, ast.ClassDef):
-            raise Unsupported(f"the constructor uses class {name} from its file")
+            # A class of the file (a config dataclass, say): the suggestion lives in that file and is
+            # checked in its namespace, so it uses the file's own class rather than a copy.
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "").split(".")[0] not in ALLOWED_IMPORTS:
                 raise Unsupported(f"the constructor needs {name!r} from {node.module or 'a relative import'}")

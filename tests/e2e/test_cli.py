@@ -768,6 +768,65 @@ def test_a_module_every_generator_declines_is_a_verdict_not_an_error(cli, tmp_pa
     assert "best candidate" not in run.stdout and "error:" not in run.stderr
 
 
+GPT = """from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+
+@dataclass
+class GPTConfig:
+    n_embd: int = 768
+    n_head: int = 12
+    bias: bool = True
+
+
+class RMSNorm(nn.Module):
+    \"\"\"nanoGPT style: built from the model's config object.\"\"\"
+
+    def __init__(self, config: GPTConfig):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(config.n_embd))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "source", "config", "n_embd"),
+    [
+        ("guess", GPT, None, 64),
+        ("config", GPT, "init: {kwargs: {config: {class: GPTConfig, kwargs: {n_embd: 48}}}}", 48),
+        (
+            "kernelbench",
+            GPT + "\n\ndef get_init_inputs():\n    return [GPTConfig(n_embd=40)]\n\n\n"
+            "def get_inputs():\n    return [torch.randn(3, 40)]\n",
+            None,
+            40,
+        ),
+    ],
+    ids=["guessed", "config entry", "get_init_inputs"],
+)
+def test_a_module_built_from_a_config_object_is_verified(cli, tmp_path, how, source, config, n_embd):
+    """Config-object constructors (``Block(config)``): the object never crosses a process; its
+    recipe does ({class, kwargs}), and the sandbox builds it from the file's own class."""
+    target = _write(tmp_path, "gpt.py", source) + "::RMSNorm"
+    args = [target, "--generator", "template"]
+    if config is not None:
+        entry = f"    {config}\n    inputs: [{{shape: [2, 8, {n_embd}]}}]\n"
+        yml = f"modules:\n  {tmp_path / 'gpt.py'}::RMSNorm:\n{entry}"
+        args += ["--config", _write(tmp_path, "kernelize.yml", yml)]
+    run = kernelize(cli, tmp_path, args)
+    assert run.rc == 0, run.stderr
+    module = run.module("RMSNorm")
+    assert module["build_source"] == how
+    assert module["init_kwargs"].get("config", (module["init_args"] or [None])[0])["class"] == "GPTConfig"
+    [c] = module["candidates"]
+    assert c["status"] == "correct", c["reason"]
+    assert module["inputs"][0]["shape"][-1] == n_embd
+
+
 # ---------------------------------------------------------------------------
 # Without a sandbox nothing untrusted runs: one line and exit 2, unless --no-isolation says so
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import itertools
 import textwrap
 
 import pytest
@@ -504,3 +505,146 @@ def test_snippet_skips_star_parameters():
     assert "init: [<dim>]" in text
     assert "forward(x)" in text
     assert "*args" not in text and "**kwargs" not in text and "xs" not in text
+
+
+# ---------------------------------------------------------------------------
+# Config objects: built inside the sandbox from a recipe, never passed as objects
+
+
+GPT_FILE = """
+import dataclasses
+
+
+@dataclasses.dataclass
+class GPTConfig:
+    n_embd: int = 768
+    n_head: int = 12
+    block_size: int = 1024
+    bias: bool = True
+
+
+@dataclasses.dataclass
+class Needy:
+    width: int
+"""
+
+
+def _namespace(source: str = GPT_FILE) -> object:
+    """The module's file, loaded as the sandbox loads it (a module of its own in sys.modules)."""
+    import sys
+    import types
+
+    name = f"kernelize_reference_{next(_LOADED)}"
+    module = types.ModuleType(name)
+    sys.modules[name] = module
+    exec(compile(source, "gpt.py", "exec"), module.__dict__)
+    return module
+
+
+_LOADED = itertools.count()
+
+
+def test_a_config_object_from_get_init_inputs_travels_as_a_recipe_and_is_built_again():
+    ns = _namespace()
+    spec = infer_spec(ns.GPTConfig(n_embd=32))  # type: ignore[attr-defined]
+    assert spec == {
+        "object": {
+            "class": "GPTConfig",
+            "kwargs": {
+                "n_embd": {"value": 32},
+                "n_head": {"value": 12},
+                "block_size": {"value": 1024},
+                "bias": {"value": True},
+            },
+        }
+    }
+    import json
+
+    again = json.loads(json.dumps(spec))  # what crosses the process boundary: plain JSON
+    [built] = make_values([again], 0, "cpu", ns)
+    assert built == ns.GPTConfig(n_embd=32)  # type: ignore[attr-defined]
+    with pytest.raises(ConfigError, match="no class 'GPTConfig' in the module's file"):
+        make_values([again], 0, "cpu", _namespace("x = 1"))
+
+
+def test_an_object_that_is_no_plain_recipe_stays_a_value():
+    class Opaque:
+        pass
+
+    thing = Opaque()
+    assert infer_spec(thing) == {"value": thing}
+
+
+def test_a_config_entry_names_a_class_of_the_file_with_its_arguments():
+    entry = parse_module_entry(
+        {
+            "init": {"kwargs": {"config": {"class": "GPTConfig", "kwargs": {"n_embd": 64}}}},
+            "inputs": [{"shape": [2, 64]}],
+        },
+        "modules.gpt.py::Block",
+    )
+    assert entry.init_kwargs == {
+        "config": {"object": {"class": "GPTConfig", "kwargs": {"n_embd": {"value": 64}}}}
+    }
+    [cfg_obj] = make_values(list(entry.init_kwargs.values()), 0, "cpu", _namespace())
+    assert (cfg_obj.n_embd, cfg_obj.n_head) == (64, 12)
+    with pytest.raises(
+        ConfigError, match=r"init.kwargs.config: unknown key 'args' \(expected class, kwargs\)"
+    ):
+        parse_module_entry({"init": {"kwargs": {"config": {"class": "C", "args": []}}}, "inputs": [1]}, "m")
+    with pytest.raises(ConfigError, match="expected the name of a class"):
+        parse_module_entry({"init": [{"class": "not a name"}], "inputs": [1]}, "m")
+
+
+def test_a_config_argument_is_guessed_from_the_files_config_class_with_small_sizes():
+    class Block(nn.Module):
+        def __init__(self, config, eps=1e-5):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(config.n_embd))
+
+    ns = _namespace()
+    options, why = guess_init_kwargs(Block, ns)
+    assert why is None
+    config = options[0]["config"]
+    assert type(config).__name__ == "GPTConfig"
+    assert (config.n_embd, config.n_head, config.block_size, config.bias) == (64, 4, 64, True)
+    # A config class with a required field no small size covers is not guessed; no class at all: none.
+    only_needy = _namespace(
+        GPT_FILE.replace("class GPTConfig", "class _Unused").replace("_Unused:", "_Unused:")
+    )
+    del only_needy._Unused  # type: ignore[attr-defined]
+    assert guess_init_kwargs(Block, only_needy) == ([], "no safe guess for constructor argument 'config'")
+    assert guess_init_kwargs(Block) == ([], "no safe guess for constructor argument 'config'")
+
+
+def test_the_kernelbench_file_builds_the_config_object_and_carries_its_class():
+    from runners.kernelbench import problem_source
+
+    source = (
+        GPT_FILE
+        + """
+import torch
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, config):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(config.n_embd))
+
+    def forward(self, x):
+        return x * self.weight
+"""
+    )
+    build = {
+        "init_args": [],
+        "init_kwargs": {"config": {"object": {"class": "GPTConfig", "kwargs": {"n_embd": {"value": 64}}}}},
+        "inputs": [{"tensor": {"shape": [2, 64], "dtype": "float32"}}],
+    }
+    text = problem_source(source, "Block", build, ("config",))
+    assert "class GPTConfig:" in text and "class Needy" not in text
+    assert "def get_init_inputs():\n    return [GPTConfig(n_embd=64)]" in text
+    ns: dict[str, object] = {}
+    exec(compile(text, "problem.py", "exec"), ns)
+    model = ns["Model"](*ns["get_init_inputs"]())  # type: ignore[operator]
+    assert model(*ns["get_inputs"]()).shape == (2, 64)  # type: ignore[operator]
