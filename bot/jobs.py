@@ -92,11 +92,44 @@ def pull_jobs(session: Session, repository: str, number: int, *, active: bool = 
     return list(session.execute(query.order_by(Job.id)).scalars())
 
 
+def lock_job(session: Session, job_id: int) -> Job | None:
+    """The job, locked until the transaction ends, for a read-modify-write: PostgreSQL, its row;
+    SQLite, the database's write lock, taken first by a write that changes nothing (a transaction
+    that read before it wrote fails at the write, in WAL mode, once another writer committed)."""
+    session.execute(
+        update(Job)
+        .where(Job.id == job_id)
+        .values(state=Job.state)
+        .execution_options(synchronize_session=False)
+    )
+    return session.get(Job, job_id, with_for_update=True)
+
+
+def work_ahead(session: Session, job: Job) -> tuple[int, int]:
+    """``(modules, jobs)``: the unfinished modules of running jobs whose GPU tasks were sent before
+    ``job``'s, and how many jobs they belong to; every installation's, as GPU workers are shared.
+    From the jobs' recorded progress (``Job.progress``); a job without it is not counted."""
+    sent = (job.progress or {}).get("sent")
+    if not sent:
+        return 0, 0
+    query = select(Job).where(
+        Job.state == "running", Job.id != job.id, Job.created_at >= utcnow() - STALE_AFTER
+    )
+    modules = ahead = 0
+    for other in session.execute(query).scalars():
+        progress = other.progress or {}
+        if not progress.get("sent") or progress["sent"] >= sent:
+            continue
+        left = sum(1 for m in progress.get("modules", []) if m.get("state") in ("queued", "running"))
+        modules, ahead = modules + left, ahead + (left > 0)
+    return modules, ahead
+
+
 def finish(
     session: Session, job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = ""
 ) -> Job | None:
     """Mark the job finished unless it was cancelled meanwhile (that state sticks); return it."""
-    job = session.get(Job, job_id, with_for_update=True)
+    job = lock_job(session, job_id)
     if job is None:
         return None
     if job.state != "cancelled":

@@ -112,6 +112,11 @@ class Job(Base):
     check_run_id: Mapped[int | None] = mapped_column(BigInteger)
     comment_id: Mapped[int | None] = mapped_column(BigInteger)  # the command comment, for reactions
     task_ids: Mapped[list[str]] = mapped_column(JSON, default=list)  # the GPU tasks, for cancel
+    # What the check run shows while the GPU tasks run: {"sent", "seq", "modules": [ModuleProgress]}
+    progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    # The check run's last word ({"conclusion", "output"}), kept before it is sent: a progress update
+    # that reaches GitHub after it puts it back (bot/tasks.py, record_progress)
+    check_final: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,4 +1,5 @@
-"""From engine results to what is posted on a pull request: suggestions, the summary, the check run.
+"""From engine results to what is posted on a pull request: suggestions, the summary, the check run
+(and, while the GPU tasks run, the check run's per-module progress).
 
 Pure functions, no I/O: reports, line ranges and patches in; text and plain
 records out. ``bot/tasks.py`` hands the results to ``bot/github.py``.
@@ -83,15 +84,34 @@ class ReviewPlan:
 
 @dataclass(frozen=True)
 class CheckOutput:
-    """A completed check run: ``conclusion`` and the ``output`` object GitHub takes."""
+    """A check run's ``output`` object as GitHub takes it, and its ``conclusion``."""
 
     title: str
     summary: str
-    text: str
-    conclusion: str  # "success", "neutral" or "failure"
+    text: str  # empty while modules still run: the full report comes with the conclusion
+    conclusion: str | None  # "success", "neutral" or "failure"; None while in progress
 
     def as_output(self) -> dict[str, str]:
         return {"title": self.title, "summary": self.summary, "text": self.text}
+
+
+@dataclass(frozen=True)
+class ModuleProgress:
+    """One module of a running job, as its check run shows it meanwhile. Plain values: the job
+    keeps them in the database (``Job.progress``) between the updates of its GPU tasks."""
+
+    target: str
+    state: str = "queued"  # queued | running | done | error
+    # done: verified | no_faster | none_passed | no_candidates | not_timed | skipped | kernelized
+    case: str = ""
+    note: str = ""  # error: what went wrong; done: the candidates' counts, or why it was skipped
+    speedup_eager: float | None = None  # done: the winner's, else the fastest correct candidate's
+    speedup_compile: float | None = None
+
+
+# How far along a module is: news that is not further along (a start notice that arrives after the
+# result, a task delivered again) changes nothing. Done and error are both the end.
+PROGRESS_RANK = {"queued": 0, "running": 1, "done": 2, "error": 2}
 
 
 # ---------------------------------------------------------------- diffs, anchors, fences
@@ -211,8 +231,12 @@ def _env() -> jinja2.Environment:
     env.filters["cell"] = _cell
     env.filters["code"] = _code
     env.filters["fence"] = fence
-    env.filters["plural"] = lambda n, word: f"{n} {word}" + ("" if n == 1 else "s")
+    env.filters["plural"] = _plural
     return env
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}" + ("" if n == 1 else "s")
 
 
 def _render(name: str, **context: object) -> str:
@@ -540,17 +564,90 @@ def check_run_output(
     )
 
 
+# ---------------------------------------------------------------- the check run while modules run
+
+
+def module_progress(m: ModuleReport) -> ModuleProgress:
+    """A finished module, classified as the final report will classify it (before any review: a
+    winner is "verified")."""
+    [v] = _views([m], None)
+    case = "verified" if v.case == "summary_only" else v.case
+    note = v.counts if case == "none_passed" else m.reason if case in ("skipped", "no_candidates") else ""
+    c = v.shown
+    return ModuleProgress(
+        m.target,
+        "done",
+        case,
+        note,
+        c.speedup_vs_eager if c else None,
+        c.speedup_vs_compile if c else None,
+    )
+
+
+def advance(modules: Sequence[ModuleProgress], updates: Sequence[ModuleProgress]) -> list[ModuleProgress]:
+    """``modules`` (in their order) with each update that moves its module further along
+    (:data:`PROGRESS_RANK`); updates for other targets are ignored."""
+    latest = {p.target: p for p in modules}
+    for u in updates:
+        now = latest.get(u.target)
+        if now is not None and PROGRESS_RANK[u.state] > PROGRESS_RANK[now.state]:
+            latest[u.target] = u
+    return list(latest.values())
+
+
+def check_run_progress(
+    modules: Sequence[ModuleProgress],
+    *,
+    waiting: str | None = None,
+    ahead: tuple[int, int] = (0, 0),
+    error: str | None = None,
+    dashboard: str | None = None,
+) -> CheckOutput:
+    """The check run before the results are published, from the template of :func:`check_run_output`:
+    every module with its state, and a finished one with its outcome so far. ``conclusion`` is None.
+
+    ``waiting``: why the whole job waits (the installation's limits: ``bot/jobs.py`` ``wait_reason``);
+    ``ahead``: (modules, jobs) that reached the GPU queue before this job and have not finished, told
+    to the queued ones; ``error``: the job failed (``conclusion`` "failure"), said first, and the
+    modules that had not finished say so."""
+    counts = Counter(p.state for p in modules)
+    conclusion = None
+    if error is not None:
+        title, conclusion = "Kernelize failed", "failure"
+    elif waiting:
+        title = f"Queued: {_plural(len(modules), 'module')}, held by the installation's limits"
+    else:
+        states = ", ".join(f"{counts[s]} {s}" for s in ("done", "error", "running", "queued") if counts[s])
+        title = f"Checking {_plural(len(modules), 'module')}" + (f": {states}" if states else "")
+    summary = _tidy_render(
+        "checks/output.md.j2",
+        part="progress",
+        modules=modules,
+        waiting=waiting,
+        ahead_modules=ahead[0],
+        ahead_jobs=ahead[1],
+        error=error,
+        dashboard=dashboard,
+    )
+    return CheckOutput(title, _clip(summary, CHECK_LIMIT, "summary"), "", conclusion)
+
+
 __all__ = [
     "CHECK_LIMIT",
     "COMMENT_LIMIT",
+    "PROGRESS_RANK",
     "SUMMARY_MARKER",
     "CheckOutput",
     "HeldBack",
+    "ModuleProgress",
     "ReviewComment",
     "ReviewPlan",
     "Suggestion",
+    "advance",
     "check_run_output",
+    "check_run_progress",
     "fence",
+    "module_progress",
     "parse_suggestion_marker",
     "plan_review",
     "right_hunks",

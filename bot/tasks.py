@@ -6,13 +6,16 @@ what, maps the diff to the ``nn.Module`` classes it touches, packs the
 repository's Python into a bundle and fans out one ``kernelize_file`` task
 per changed file to the ``gpu`` queue (its classes, and their suggestions
 checked applied together); a chord calls ``publish_pull_request`` (queue
-``github``) with their reports. ``command`` answers ``/kernelize`` comments.
+``github``) with their reports. Meanwhile ``record_progress`` (queue ``github``,
+from each GPU task's start notice and its link) keeps the check run naming every
+module with its state. ``command`` answers ``/kernelize`` comments.
 Tasks take primitives and load the rest; GitHub credentials never leave this
 side.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 import json
@@ -21,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from celery import chord
+from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -33,10 +37,12 @@ from bot.settings import Settings, load_settings
 from runners.bundle import BundleError, pack
 from runners.celery_app import (
     COMMAND_TASK,
+    GITHUB_QUEUE,
     GPU_QUEUE,
     INSTALLATION_TASK,
     KERNELIZE_FILE_TASK,
     PLAN_TASK,
+    PROGRESS_TASK,
     PUBLISH_FAILED_TASK,
     PUBLISH_TASK,
     TRACK_TASK,
@@ -359,8 +365,12 @@ def plan_pull_request(
         comment_id=comment_id,
         modules=len(found),
     )
-    title = f"Checking {len(found)} module(s)"
-    working = "Generating, verifying and timing kernels."
+    # Every module the check run names, in the order the results will list them: those to run
+    # queued, the rest (over the limit, already kernelized) known now.
+    entries = [publish.ModuleProgress(f"{t['path']}::{t['class_name']}") for t in found]
+    over_reports = planning.over_limit([f"{t['path']}::{t['class_name']}" for t in over], config.max_modules)
+    entries += [publish.module_progress(r) for r in over_reports]
+    entries += [publish.module_progress(_kernelized_report(k)) for k in kernelized]
     with _sessions()() as session:
         job = session.get(Job, job_id)
         assert job is not None
@@ -374,7 +384,7 @@ def plan_pull_request(
             head_sha,
             CHECK_NAME,
             "queued",
-            output={"title": "Queued", "summary": "Waiting for a free slot."},
+            output=publish.check_run_progress(entries).as_output(),
             external_id=key,
         )
     with _sessions()() as session, session.begin():
@@ -398,18 +408,10 @@ def plan_pull_request(
     if wait:  # committed above: the next try finds the job, its check run and that we said so
         if first_wait:
             _tell(client, owner, repo, number, comment_id, f"Queued: {wait}.")
-            client.update_check_run(
-                owner, repo, check_run_id, status="queued", output={"title": "Waiting", "summary": wait}
-            )
+            output = publish.check_run_progress(entries, waiting=wait).as_output()
+            client.update_check_run(owner, repo, check_run_id, status="queued", output=output)
         running = "running" in wait
         raise Deferred(WAIT_RETRY_S if running else min(3600.0, jobs.seconds_to_midnight() + 5))
-    client.update_check_run(
-        owner,
-        repo,
-        check_run_id,
-        status="in_progress",
-        output={"title": title, "summary": working},
-    )
     try:
         # The whole repository's Python at the head, so the module's imports of unchanged files resolve.
         repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES)
@@ -425,31 +427,38 @@ def plan_pull_request(
         _finish(job_id, "failed", detail=str(exc))
         _tell(client, owner, repo, number, comment_id, f"Kernelize could not start: {exc}", failed=True)
         return {"failed": str(exc)}
-    # One GPU task per file: its classes' suggestions are checked applied together there.
+    # One GPU task per file: its classes' suggestions are checked applied together there. Each
+    # tells the github side when it starts (its notice) and ends (its link): the check run follows.
     by_file: dict[str, list[str]] = {}
     for t in found:
         by_file.setdefault(t["path"], []).append(t["class_name"])
-    header = [
-        app.signature(
-            KERNELIZE_FILE_TASK,
-            kwargs={
-                "request": {
-                    **engine,
-                    "bundle": bundle,
-                    "rel_path": path,
-                    "class_names": names,
-                    "modules": config.modules,
-                }
-            },
-            queue=GPU_QUEUE,
-        )
-        for path, names in by_file.items()
-    ]
+    notice = {
+        "job_id": job_id,
+        "installation_id": installation_id,
+        "owner": owner,
+        "repo": repo,
+        "check_run_id": check_run_id,
+    }
+    header = []
+    for path, names in by_file.items():
+        request = {**engine, "bundle": bundle, "rel_path": path, "class_names": names}
+        request |= {"modules": config.modules, "notify": {"context": notice}}
+        sig = app.signature(KERNELIZE_FILE_TASK, kwargs={"request": request}, queue=GPU_QUEUE)
+        sig.link(app.signature(PROGRESS_TASK, kwargs={"context": notice}, queue=GITHUB_QUEUE))
+        header.append(sig)
     task_ids = [str(sig.freeze().id) for sig in header]
     with _sessions()() as session, session.begin():
-        job = session.get(Job, job_id)
+        job = jobs.lock_job(session, job_id)
         assert job is not None
         job.task_ids = task_ids
+        job.progress = {
+            "sent": utcnow().isoformat(timespec="microseconds"),
+            "seq": (job.progress or {}).get("seq", 0),  # a redelivered plan's numbers go on
+            "modules": [dataclasses.asdict(e) for e in entries],
+            "tasks": {
+                tid: [f"{p}::{n}" for n in by_file[p]] for tid, p in zip(task_ids, by_file, strict=True)
+            },
+        }
     context = {
         "installation_id": installation_id,
         "owner": owner,
@@ -473,6 +482,7 @@ def plan_pull_request(
     if not header:  # every changed class is an applied suggestion, unchanged: nothing to run
         publish_pull_request([], context)
         return {"modules": 0, "kernelized": len(kernelized), "check_run_id": check_run_id, "job_id": job_id}
+    show_progress(notice)  # in progress: every module queued, and what is ahead of them
     run_chord(app, header, context)
     log.info("planned %d module(s) for %s/%s#%d at %s", len(found), owner, repo, number, head_sha[:7])
     return {"modules": len(found), "check_run_id": check_run_id, "job_id": job_id}
@@ -489,10 +499,16 @@ def run_chord(app: Any, header: list[Any], context: dict[str, Any]) -> Any:
     return chord(header)(body)
 
 
-def publish_failed(failed_task_id: str, context: dict[str, Any], why: str) -> dict[str, Any]:
+def publish_failed(
+    failed_task_id: str,
+    context: dict[str, Any],
+    why: str,
+    task_errors: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A module's task failed, so the chord never publishes: the job ends failed, the check run is
-    completed with the reason, and a command gets its answer. Idempotent (a repeated call finds
-    the job ended and the check run completed, and says so again)."""
+    completed with the reason and each module's state (``task_errors``: the failed GPU tasks' ids →
+    what each raised), and a command gets its answer. Idempotent (a repeated call finds the job
+    ended and the check run completed, and says so again)."""
     owner, repo, number = context["owner"], context["repo"], context["number"]
     detail = f"a module's GPU task failed ({why}); no results were published"[:1000]
     job_id = context.get("job_id")
@@ -503,15 +519,134 @@ def publish_failed(failed_task_id: str, context: dict[str, Any], why: str) -> di
         f"Kernelize could not finish: {detail}. Task `{failed_task_id}`. "
         "Comment `/kernelize` on the pull request to run it again."
     )
-    client.update_check_run(
-        owner,
-        repo,
-        context["check_run_id"],
-        conclusion="failure",
-        output={"title": "Kernelize failed", "summary": summary[:60000]},
-    )
+    modules, tasks = _job_progress(job_id)
+    failed = [
+        publish.ModuleProgress(target, "error", note=error)
+        for task_id, error in (task_errors or {}).items()
+        for target in tasks.get(task_id, [])
+    ]
+    modules = publish.advance(modules, failed)
+    out = publish.check_run_progress(modules, error=summary[:60000], dashboard=_dashboard_url(owner, repo))
+    _complete_check_run(client, context, out)
     _tell(client, owner, repo, number, context.get("comment_id"), summary, failed=True)
     return {"failed": detail}
+
+
+def _job_progress(job_id: int | None) -> tuple[list[publish.ModuleProgress], dict[str, list[str]]]:
+    """The job's modules as last recorded, and its GPU tasks' targets by task id (none: empty)."""
+    if job_id is None:
+        return [], {}
+    with _sessions()() as session:
+        job = session.get(Job, job_id)
+        progress = (job.progress if job is not None else None) or {}
+    modules = [publish.ModuleProgress(**m) for m in progress.get("modules", [])]
+    return modules, dict(progress.get("tasks", {}))
+
+
+def _complete_check_run(
+    client: InstallationClient, context: dict[str, Any], out: publish.CheckOutput
+) -> None:
+    """Complete the job's check run with ``out``, kept with the job first: a progress update that
+    reaches GitHub after this one is followed by it again (:func:`show_progress`)."""
+    job_id, output = context.get("job_id"), out.as_output()
+    if job_id is not None:
+        with _sessions()() as session, session.begin():
+            final = {"conclusion": out.conclusion, "output": output}
+            session.execute(update(Job).where(Job.id == job_id).values(check_final=final))
+    owner, repo = context["owner"], context["repo"]
+    client.update_check_run(owner, repo, context["check_run_id"], conclusion=out.conclusion, output=output)
+
+
+# ---------------------------------------------------------------------------
+# Progress: the check run follows the GPU tasks. Each GPU task's start notice and its link (its
+# result) run record_progress here on the github queue; GPU workers never call GitHub.
+
+PROGRESS_ROUNDS = 3  # a writer that may have overtaken a newer one shows the latest again, this often at most
+
+
+def record_progress(
+    context: dict[str, Any], result: dict[str, Any] | None = None, running: Sequence[str] = ()
+) -> dict[str, Any]:
+    """A file's GPU task started (``running``: its targets) or finished (``result``: what it
+    returned): the job's modules move forward and the check run shows them (:func:`show_progress`)."""
+    updates = [publish.module_progress(module_from_dict(m)) for m in (result or {}).get("modules", [])]
+    updates += [publish.ModuleProgress(target, "running") for target in running]
+    return show_progress(context, updates)
+
+
+def show_progress(context: dict[str, Any], updates: Sequence[publish.ModuleProgress] = ()) -> dict[str, Any]:
+    """Record ``updates`` with the job and show its modules on the check run, while it runs.
+
+    Never fails the job: GitHub or the database failing loses this update only (logged). Never
+    takes the check run back: a job that is not running is not shown, and when the job ended
+    while this update was on its way, the check run's final output (``Job.check_final``, kept
+    before it is sent) is sent again after it. Each update takes a number (``seq``); one that finds
+    a newer number after its write may have overtaken it, and shows the latest state again."""
+    job_id, owner, repo = context["job_id"], context["owner"], context["repo"]
+    client = _client(context["installation_id"])
+    shown: int | None = None
+    for _ in range(PROGRESS_ROUNDS):
+        try:
+            snapshot = _progress_snapshot(context, updates)
+        except SQLAlchemyError as exc:
+            log.error("job %s: progress not recorded: %s", job_id, exc)
+            return {"dropped": str(exc)}
+        updates = ()
+        if snapshot is None:
+            return {"skipped": "the job is not running"}
+        seq, output = snapshot
+        try:
+            client.update_check_run(owner, repo, context["check_run_id"], status="in_progress", output=output)
+            shown = seq
+        except GitHubError as exc:
+            log.warning("job %s: progress %d not shown: %s", job_id, seq, exc)
+        if not _overtaken(context, seq):
+            break
+    return {"shown": shown}
+
+
+def _progress_snapshot(
+    context: dict[str, Any], updates: Sequence[publish.ModuleProgress]
+) -> tuple[int, dict[str, str]] | None:
+    """Record ``updates`` and take the next number: (number, the check run's output); None when
+    the job is not running."""
+    with _sessions()() as session, session.begin():
+        job = jobs.lock_job(session, context["job_id"])
+        if job is None or job.state != "running" or job.progress is None:
+            return None
+        modules = publish.advance([publish.ModuleProgress(**m) for m in job.progress["modules"]], updates)
+        seq = int(job.progress.get("seq", 0)) + 1
+        job.progress = {**job.progress, "seq": seq, "modules": [dataclasses.asdict(m) for m in modules]}
+        ahead = jobs.work_ahead(session, job)
+    dashboard = _dashboard_url(context["owner"], context["repo"])
+    return seq, publish.check_run_progress(modules, ahead=ahead, dashboard=dashboard).as_output()
+
+
+def _overtaken(context: dict[str, Any], seq: int) -> bool:
+    """After progress write ``seq``: when the job has ended meanwhile, its final output is sent again
+    (this write may have reached GitHub after it); True when a newer write exists, which this one
+    may have overtaken."""
+    job_id = context["job_id"]
+    try:
+        with _sessions()() as session:
+            job = session.get(Job, job_id)
+            if job is None:
+                return False
+            state, final, latest = job.state, job.check_final, (job.progress or {}).get("seq")
+    except SQLAlchemyError as exc:
+        log.error("job %s: could not look at the job after progress %d: %s", job_id, seq, exc)
+        return False
+    if state == "running":
+        return latest != seq
+    if final:  # ended: its last word goes last
+        owner, repo, run_id = context["owner"], context["repo"], context["check_run_id"]
+        try:
+            _client(context["installation_id"]).update_check_run(
+                owner, repo, run_id, conclusion=final["conclusion"], output=final["output"]
+            )
+        except GitHubError as exc:
+            log.error("job %s: check run %s may show progress after its end: %s", job_id, run_id, exc)
+    return False
 
 
 def _finish(job_id: int, state: str, *, gpu_seconds: float = 0.0, detail: str = "") -> str:
@@ -800,9 +935,7 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     speak = bool(winners) or context.get("when_nothing_found") == "summary" or comment_id is not None
     summary_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary, create=speak)
     out = publish.check_run_output(run, reports, plan, dashboard=dashboard)
-    client.update_check_run(
-        owner, repo, context["check_run_id"], conclusion=out.conclusion, output=out.as_output()
-    )
+    _complete_check_run(client, context, out)
     _react(client, owner, repo, comment_id, "rocket")
     return {"review_id": review_id, "summary_comment_id": summary_id, "conclusion": out.conclusion}
 
@@ -827,23 +960,19 @@ def _status_text(found: list[Job]) -> str:
 def _cancel(app: Any, client: InstallationClient, owner: str, repo: str, number: int, sender: str) -> str:
     """Cancel this pull request's queued and running jobs: their GPU tasks are revoked and whatever
     they still report is discarded."""
+    output = {"title": "Cancelled", "summary": f"Cancelled by @{sender} with `/kernelize cancel`."}
     with _sessions()() as session, session.begin():
         found = jobs.pull_jobs(session, f"{owner}/{repo}", number)
         for job in found:
             job.state, job.detail = "cancelled", f"cancelled by @{sender}"
             job.finished_at = job.finished_at or utcnow()
+            job.check_final = {"conclusion": "cancelled", "output": output}  # see show_progress
         cancelled = [(j.id, list(j.task_ids or []), j.check_run_id) for j in found]
     for _, task_ids, check_run_id in cancelled:
         if task_ids:
             app.control.revoke(task_ids)
         if check_run_id is not None:
-            client.update_check_run(
-                owner,
-                repo,
-                check_run_id,
-                conclusion="cancelled",
-                output={"title": "Cancelled", "summary": f"Cancelled by @{sender} with `/kernelize cancel`."},
-            )
+            client.update_check_run(owner, repo, check_run_id, conclusion="cancelled", output=output)
     if not cancelled:
         return "Nothing is queued or running for this pull request, so there was nothing to cancel."
     return f"Cancelled {len(cancelled)} job(s): " + ", ".join(str(j) for j, _, _ in cancelled) + "."
@@ -966,7 +1095,15 @@ def register(app: Any) -> None:
 
     @app.task(name=PUBLISH_FAILED_TASK, shared=False, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
     def _publish_failed(self: Any, failed_task_id: str, context: dict[str, Any]) -> dict[str, Any]:
-        return publish_failed(failed_task_id, context, _failure(self.app, failed_task_id))
+        why = _failure(self.app, failed_task_id)
+        return publish_failed(failed_task_id, context, why, _task_errors(self.app, context.get("job_id")))
+
+    # Called with a GPU task's result (its link) or its targets (its start notice); nothing to keep.
+    @app.task(name=PROGRESS_TASK, shared=False, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]
+    def _progress(
+        result: dict[str, Any] | None = None, *, context: dict[str, Any], running: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        return record_progress(context, result, running)
 
 
 def _failure(app: Any, task_id: str) -> str:
@@ -978,10 +1115,30 @@ def _failure(app: Any, task_id: str) -> str:
         exc = result.result
     except Exception as err:  # the result backend itself failed: say that, never lose the callback
         return f"its result could not be read: {type(err).__name__}"
-    if isinstance(exc, BaseException):
-        first = str(exc).splitlines()[0] if str(exc) else ""
-        return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
-    return "no result was stored"
+    return _exception_line(exc) if isinstance(exc, BaseException) else "no result was stored"
+
+
+def _exception_line(exc: BaseException) -> str:
+    """The exception's type and the first line of its message."""
+    first = str(exc).splitlines()[0] if str(exc) else ""
+    return f"{type(exc).__name__}: {first}"[:300] if first else type(exc).__name__
+
+
+def _task_errors(app: Any, job_id: int | None) -> dict[str, str]:
+    """The job's GPU tasks that failed, by id: what each raised (type and first line), as the
+    result backend has it. A backend that cannot answer names none."""
+    _, tasks = _job_progress(job_id)
+    errors = {}
+    for task_id in tasks:
+        try:
+            result = app.AsyncResult(task_id)
+            failed, exc = result.failed(), result.result
+        except Exception as err:  # the backend itself failed: the summary still names the cause
+            log.error("could not read the result of task %s: %s", task_id, err)
+            continue
+        if failed and isinstance(exc, BaseException):
+            errors[task_id] = _exception_line(exc)
+    return errors
 
 
 def _command_run(kwargs: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,7 @@ GITHUB_QUEUE, GPU_QUEUE = "github", "gpu"
 PLAN_TASK = "kernelize.plan_pull_request"
 PUBLISH_TASK = "kernelize.publish_pull_request"
 PUBLISH_FAILED_TASK = "kernelize.publish_failed"  # a chord's error callback: a module's task failed
+PROGRESS_TASK = "kernelize.progress"  # a file's GPU task started or finished: the check run says so
 KERNELIZE_TASK = "kernelize.kernelize_module"  # one class
 KERNELIZE_FILE_TASK = "kernelize.kernelize_file"  # the changed classes of one file, checked together
 COMMAND_TASK = "kernelize.command"
@@ -31,6 +32,7 @@ TASK_ROUTES = {
     TRACK_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_TASK: {"queue": GITHUB_QUEUE},
     PUBLISH_FAILED_TASK: {"queue": GITHUB_QUEUE},
+    PROGRESS_TASK: {"queue": GITHUB_QUEUE},
     KERNELIZE_TASK: {"queue": GPU_QUEUE},
     KERNELIZE_FILE_TASK: {"queue": GPU_QUEUE},
 }

@@ -330,9 +330,12 @@ _INT_GUESSES = {
         "in_features out_features in_channels out_channels dim d_model hidden_size hidden_dim "
         "embed_dim embedding_dim n_embd features num_features channels input_size output_size "
         "intermediate_size ffn_dim d_ff in_dim out_dim input_dim output_dim emb_dim "
-        "normalized_shape size width n_state"
+        "normalized_shape size width n_state ndim num_channels dim_in dim_out hidden d_hidden n_embed"
     ),
-    4: "num_heads n_heads n_head heads num_attention_heads num_groups",
+    4: "num_heads n_heads n_head heads num_attention_heads num_groups n_kv_heads num_key_value_heads "
+    "mlp_ratio expansion_factor",
+    16: "head_dim",
+    32: "multiple_of",
     3: "kernel_size",
     1: "stride",
     128: "num_embeddings vocab_size max_len max_seq_len block_size seq_len",

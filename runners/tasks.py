@@ -12,14 +12,18 @@ environment: ``KERNELIZE_MODEL``, ``KERNELIZE_CANDIDATES_DIR``,
 
 from __future__ import annotations
 
+import logging
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
+from kombu.exceptions import KombuError
+
 from runners import pipeline, sandbox, together
 from runners.bundle import BundleError, unpack
+from runners.celery_app import GITHUB_QUEUE, PROGRESS_TASK
 from runners.discover import DiscoveryError
 from runners.generators import GeneratorError, default_portfolio, make_generator
 from runners.generators.base import Generator
@@ -29,6 +33,7 @@ from runners.results import CandidateResult, ModuleReport, Status, to_dict
 KERNELIZE_MODULE = "kernelize.kernelize_module"
 KERNELIZE_FILE = "kernelize.kernelize_file"
 REFUSED = "this GPU worker runs no code from pull requests without its sandbox (docs/self-hosting.md)"
+log = logging.getLogger(__name__)
 
 
 def worker_options(device: str) -> dict[str, Any]:
@@ -157,7 +162,36 @@ def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
     return {"device": out["device"], "module": out["modules"][0]}
 
 
+def announce_start(app: Any, request: dict[str, Any]) -> None:
+    """Tell the github side that this task's classes are running: ``request["notify"]`` (the bot's
+    keyword arguments for ``kernelize.progress``, opaque here) goes back on the github queue with the
+    targets. Only a message to the broker: the GitHub call is made there, by a worker holding the
+    credentials. A notice that cannot be sent is logged and the work goes on."""
+    notify = request.get("notify")
+    if not notify:
+        return
+    names = request.get("class_names") or [request.get("class_name", "")]
+    running = [f"{request['rel_path']}::{name}" for name in names]
+    try:
+        app.signature(PROGRESS_TASK, kwargs={**notify, "running": running}, queue=GITHUB_QUEUE).apply_async()
+    except KombuError as exc:
+        log.warning("could not announce %s: %s", ", ".join(running), exc)
+
+
+def _announced(task: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    def run(self: Any, request: dict[str, Any]) -> dict[str, Any]:
+        announce_start(self.app, request)
+        return task(request)
+
+    run.__name__, run.__doc__ = task.__name__, task.__doc__
+    return run
+
+
 def register(app: Any) -> None:
-    """Register the tasks on a Celery app (late acks: a worker that dies mid-task gets it redelivered)."""
+    """Register the tasks on a Celery app (late acks: a worker that dies mid-task gets it redelivered).
+    Each announces its start (:func:`announce_start`); its end reaches the github side through the
+    link the bot puts on the task and through the chord."""
     for name, task in ((KERNELIZE_FILE, kernelize_file), (KERNELIZE_MODULE, kernelize_module)):
-        app.task(name=name, shared=False, acks_late=True, reject_on_worker_lost=True)(task)
+        app.task(name=name, shared=False, bind=True, acks_late=True, reject_on_worker_lost=True)(
+            _announced(task)
+        )

@@ -1027,7 +1027,14 @@ class _Builder:
         return self.check_shape(Value(out, FULL, dtype))
 
     def _normalized_shape(self, arg: Any) -> None:
-        """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's."""
+        """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's.
+        ``self.weight.shape`` (nanoGPT's LayerNorm) is the last dimension where the weight is 1-D."""
+        traced = self.values.get(arg["node"]) if isinstance(arg, dict) and "node" in arg else None
+        if traced is not None and traced.kind == SHAPE and len(traced.example or ()) == 1:
+            check = (f"len({traced.name}) != 1", "the kernel normalizes over the last dimension only")
+            if check not in self.kernel.guards:
+                self.kernel.guards.append(check)
+            return
         shape = arg["value"] if isinstance(arg, dict) and "attr" in arg else arg
         if isinstance(shape, int | dict):
             shape = [shape]

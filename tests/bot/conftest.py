@@ -152,16 +152,26 @@ def queued(redis_client: Any) -> Callable[[str], list[dict[str, Any]]]:
 
 
 @pytest.fixture
-def celery_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
-    """A real worker (``celery worker -Q github --pool solo``) running tests/bot/celery_worker_tasks.py."""
-    env = {**os.environ, "KERNELIZE_TEST_BROKER": redis_url, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
-    log = (tmp_path / "worker.log").open("wb")
-    command = [sys.executable, "-m", "celery", "-A", "celery_worker_tasks", "worker", "-Q", "github"]
-    command += ["--pool", "solo", "--without-mingle", "--without-gossip", "--without-heartbeat", "-l", "info"]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
+def start_worker(redis_url: str, tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """``start_worker(module, queues, env=None) -> Popen``: a real ``celery -A MODULE worker -Q QUEUES
+    --pool solo`` for a Celery app in tests/bot/ on the test Redis (``KERNELIZE_TEST_BROKER``), with
+    ``env`` added to this process's environment; it logs to ``tmp_path/<module>-<queues>.log`` and
+    stops (warm shutdown) after the test."""
+    started: list[tuple[subprocess.Popen[bytes], Any]] = []
+
+    def start(module: str, queues: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+        full = {**os.environ, "KERNELIZE_TEST_BROKER": redis_url, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
+        log = (tmp_path / f"{module}-{queues.replace(',', '-')}.log").open("wb")
+        command = [sys.executable, "-m", "celery", "-A", module, "worker", "-Q", queues, "--pool", "solo"]
+        command += ["--without-mingle", "--without-gossip", "--without-heartbeat", "-l", "info"]
+        proc = subprocess.Popen(
+            command, cwd=tmp_path, env=full | (env or {}), stdout=log, stderr=subprocess.STDOUT
+        )
+        started.append((proc, log))
+        return proc
+
+    yield start
+    for proc, log in started:
         proc.send_signal(signal.SIGTERM)  # warm shutdown
         try:
             proc.wait(10)
@@ -172,9 +182,54 @@ def celery_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[b
 
 
 @pytest.fixture
+def celery_worker(start_worker: Callable[..., subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
+    """A real worker (``celery worker -Q github --pool solo``) running tests/bot/celery_worker_tasks.py."""
+    return start_worker("celery_worker_tasks", "github")
+
+
+@pytest.fixture
 def world(monkeypatch: pytest.MonkeyPatch, database_url: str) -> Iterator[Any]:
     """``tests/bot/flow.py``'s World: the fake GitHub, the webhook app and eager Celery, on each database."""
     from tests.bot.flow import make_world
 
     with make_world(monkeypatch, database_url) as w:
         yield w
+
+
+@pytest.fixture
+def running_job(world: Any) -> Callable[..., dict[str, Any]]:
+    """``running_job(**fields) -> context``: a job running for ``world``'s pull request with its check
+    run in progress, as a plan leaves it (``fields`` set on the job); the context its tasks get."""
+    from bot import tasks
+    from bot.models import Job
+    from tests.bot.flow import HEAD, INSTALLATION, NUMBER, OWNER, REPO
+
+    def make(**fields: Any) -> dict[str, Any]:
+        check_run_id = tasks._client(INSTALLATION).create_check_run(
+            OWNER, REPO, HEAD, tasks.CHECK_NAME, "in_progress", external_id="k"
+        )
+        with world.sessions() as session, session.begin():
+            job = Job(
+                key="k",
+                installation_id=INSTALLATION,
+                repository=f"{OWNER}/{REPO}",
+                pull_number=NUMBER,
+                head_sha=HEAD,
+                reason="command",
+                state="running",
+                check_run_id=check_run_id,
+                **fields,
+            )
+            session.add(job)
+            session.flush()
+            job_id = job.id
+        return {
+            "installation_id": INSTALLATION,
+            "owner": OWNER,
+            "repo": REPO,
+            "number": NUMBER,
+            "check_run_id": check_run_id,
+            "job_id": job_id,
+        }
+
+    return make

@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +21,7 @@ from runners.celery_app import (
     KERNELIZE_FILE_TASK,
     KERNELIZE_TASK,
     PLAN_TASK,
+    PROGRESS_TASK,
     PUBLISH_FAILED_TASK,
     PUBLISH_TASK,
     TRACK_TASK,
@@ -32,7 +31,6 @@ from runners.celery_app import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
-HERE = Path(__file__).resolve().parent
 DEAD_BROKER = "redis://127.0.0.1:1/0"
 
 
@@ -46,6 +44,7 @@ def test_configuration() -> None:
         TRACK_TASK: {"queue": "github"},
         PUBLISH_TASK: {"queue": "github"},
         PUBLISH_FAILED_TASK: {"queue": "github"},  # a chord's error callback holds GitHub code too
+        PROGRESS_TASK: {"queue": "github"},  # a GPU task's start notice and link: GitHub calls, here
         KERNELIZE_TASK: {"queue": "gpu"},
         KERNELIZE_FILE_TASK: {"queue": "gpu"},
     }
@@ -172,23 +171,9 @@ def test_runners_celery_app_needs_no_web_packages() -> None:
 
 
 @pytest.fixture
-def chord_worker(redis_url: str, tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
+def chord_worker(start_worker: Callable[..., subprocess.Popen[bytes]]) -> subprocess.Popen[bytes]:
     """A real worker for both queues running tests/bot/chord_worker_tasks.py."""
-    env = {**os.environ, "KERNELIZE_TEST_BROKER": redis_url, "PYTHONPATH": f"{ROOT}{os.pathsep}{HERE}"}
-    log = (tmp_path / "worker.log").open("wb")
-    command = [sys.executable, "-m", "celery", "-A", "chord_worker_tasks", "worker", "-Q", "github,gpu"]
-    command += ["--pool", "solo", "--without-mingle", "--without-gossip", "--without-heartbeat", "-l", "info"]
-    proc = subprocess.Popen(command, cwd=tmp_path, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield proc
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-        log.close()
+    return start_worker("chord_worker_tasks", "github,gpu")
 
 
 def _chord_outcome(redis_client: Any, timeout_s: float = 60) -> dict[str, Any]:

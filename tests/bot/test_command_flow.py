@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -92,22 +94,8 @@ def test_a_maintainer_runs_one_target_with_options(world: World) -> None:
         assert (job.state, job.reason, job.requested_by, job.modules) == ("done", "command", "maintainer", 1)
 
 
-def test_status_and_cancel(world: World) -> None:
-    with world.sessions() as session, session.begin():
-        session.add(
-            Job(
-                key="k",
-                installation_id=INSTALLATION,
-                repository=f"{OWNER}/{REPO}",
-                pull_number=NUMBER,
-                head_sha=HEAD,
-                reason="command",
-                requested_by="maintainer",
-                state="running",
-                modules=2,
-                task_ids=["gpu-task-1"],
-            )
-        )
+def test_status_and_cancel(world: World, running_job: Callable[..., dict[str, Any]]) -> None:
+    context = running_job(requested_by="maintainer", modules=2, task_ids=["gpu-task-1"])
     world.comment("/kernelize status", login="reader")
     assert "running" in world.replies()[-1] and HEAD[:7] in world.replies()[-1]
     world.comment("/kernelize cancel", login="reader")
@@ -117,6 +105,10 @@ def test_status_and_cancel(world: World) -> None:
     with world.sessions() as session:
         [job] = session.query(Job).all()
         assert job.state == "cancelled" and "maintainer" in job.detail
+        # Its check run's last word, kept for a progress update still on its way (bot.tasks.show_progress).
+        assert job.check_final is not None and job.check_final["conclusion"] == "cancelled"
+    [run] = world.checks()
+    assert (run.id, run.conclusion) == (context["check_run_id"], "cancelled")
     world.comment("/kernelize status")
     assert "Nothing is queued or running" in world.replies()[-1]
 
@@ -252,41 +244,17 @@ def test_auto_run_off_and_drafts(world: World) -> None:
     assert not world.checks()
 
 
-def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(world: World) -> None:
+def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(
+    world: World, running_job: Callable[..., dict[str, Any]]
+) -> None:
     """The chord's error callback (bot.tasks.run_chord): no results will come, so the job ends
     failed, the check run is completed with the reason, and the command that started it is answered."""
     from bot import tasks
 
-    client = tasks._client(INSTALLATION)
-    check_run_id = client.create_check_run(
-        OWNER, REPO, HEAD, tasks.CHECK_NAME, "in_progress", external_id="k"
-    )
-    with world.sessions() as session, session.begin():
-        job = Job(
-            key="k",
-            installation_id=INSTALLATION,
-            repository=f"{OWNER}/{REPO}",
-            pull_number=NUMBER,
-            head_sha=HEAD,
-            reason="command",
-            requested_by="maintainer",
-            state="running",
-            modules=1,
-            check_run_id=check_run_id,
-        )
-        session.add(job)
-        session.flush()
-        job_id = job.id
+    context = running_job(requested_by="maintainer", modules=1)
+    check_run_id, job_id = context["check_run_id"], context["job_id"]
     world.comment("/kernelize status")  # a comment to answer on
-    context = {
-        "installation_id": INSTALLATION,
-        "owner": OWNER,
-        "repo": REPO,
-        "number": NUMBER,
-        "check_run_id": check_run_id,
-        "job_id": job_id,
-        "comment_id": world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id,
-    }
+    context["comment_id"] = world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id
     why = "ChordError: Dependency 1234 raised TimeLimitExceeded(600)"
     for _ in range(2):  # a redelivered callback says the same, and changes nothing more
         assert tasks.publish_failed("1234", context, why) == {

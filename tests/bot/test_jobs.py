@@ -157,3 +157,60 @@ def test_installation_events_keep_the_installation_current(database_url: str) ->
     with sessions() as s:
         row = s.get(Installation, inst_id)
         assert row is not None and not row.suspended and set(row.repositories) == expected
+
+
+def _progress(sent: str, *states: str) -> dict[str, object]:
+    modules = [{"target": f"m.py::C{i}", "state": s} for i, s in enumerate(states)]
+    return {"sent": sent, "seq": 0, "modules": modules}
+
+
+def test_work_ahead_counts_unfinished_modules_sent_to_the_gpus_earlier(database_url: str) -> None:
+    sessions = _sessions(database_url)
+    with sessions() as s, s.begin():
+        mine = _job(
+            1, "running", key="mine", progress=_progress("2026-12-01T10:00:05.000000+00:00", "queued")
+        )
+        s.add_all(
+            [
+                mine,
+                # Another installation's job, sent earlier: one done, one running, one queued.
+                _job(
+                    2,
+                    "running",
+                    key="a",
+                    progress=_progress("2026-12-01T10:00:01.000000+00:00", "done", "running", "queued"),
+                ),
+                _job(1, "running", key="b", progress=_progress("2026-12-01T10:00:02.000000+00:00", "queued")),
+                # Sent later (it waited for its limits), finished, or with nothing left: not ahead.
+                _job(1, "running", key="c", progress=_progress("2026-12-01T10:00:09.000000+00:00", "queued")),
+                _job(1, "done", key="d", progress=_progress("2026-12-01T10:00:00.000000+00:00", "queued")),
+                _job(
+                    1,
+                    "running",
+                    key="e",
+                    progress=_progress("2026-12-01T10:00:00.000000+00:00", "done", "error"),
+                ),
+                _job(1, "running", key="f"),  # planned before progress was recorded
+            ]
+        )
+        s.flush()
+        assert jobs.work_ahead(s, mine) == (3, 2)
+        mine.progress = None
+        assert jobs.work_ahead(s, mine) == (0, 0)
+
+
+def test_lock_job_reads_the_job_for_a_write(database_url: str) -> None:
+    sessions = _sessions(database_url)
+    with sessions() as s, s.begin():
+        job = _job(1, "running", key="locked")
+        s.add(job)
+        s.flush()
+        job_id = job.id
+    with sessions() as s, s.begin():
+        locked = jobs.lock_job(s, job_id)
+        assert locked is not None and locked.state == "running"
+        locked.progress = {"seq": 1}
+        assert jobs.lock_job(s, -5) is None
+    with sessions() as s:
+        again = s.get(Job, job_id)
+        assert again is not None and again.progress == {"seq": 1}

@@ -11,9 +11,13 @@ from bot.publish import (
     CHECK_LIMIT,
     COMMENT_LIMIT,
     SUMMARY_MARKER,
+    ModuleProgress,
     ReviewPlan,
+    advance,
     check_run_output,
+    check_run_progress,
     fence,
+    module_progress,
     parse_suggestion_marker,
     plan_review,
     right_hunks,
@@ -549,3 +553,134 @@ def test_the_evidence_comes_before_the_code() -> None:
     scope = body[checked : body.index("\n", checked)]
     assert "3 input shapes, 3 input families chosen by the judge (normal; transposed views;" in scope
     assert "inference and training (gradients of inputs and parameters), on NVIDIA H200" in scope
+
+
+# ---------------------------------------------------------------- the check run while modules run
+
+
+def rows(summary: str) -> dict[str, list[str]]:
+    """The progress table: module (without its backticks) -> [state, result]."""
+    out = {}
+    for line in summary.splitlines():
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        if len(cells) == 3 and cells[0].startswith("`"):
+            out[cells[0].strip("`")] = cells[1:]
+    return out
+
+
+MIX = [
+    ModuleProgress("models/a.py::A", "done", "verified", "", 1.523, 1.104),
+    ModuleProgress("models/a.py::B", "running"),
+    ModuleProgress("models/b.py::C"),
+    ModuleProgress("models/b.py::D", "done", "none_passed", "2 incorrect, 1 error"),
+    ModuleProgress("models/c.py::E", "error", note="TimeLimitExceeded: 600 s"),
+    ModuleProgress("models/c.py::F", "done", "skipped", "NeedsConfig: add get_inputs() to the file"),
+    ModuleProgress("models/c.py::G", "done", "verified"),  # on CPU: correct, not timed
+    ModuleProgress("models/d.py::H", "done", "no_faster", "", 0.98, 0.7),
+]
+
+
+def test_progress_names_every_module_with_its_state_and_verdict_so_far() -> None:
+    out = check_run_progress(MIX)
+    assert out.conclusion is None and out.text == ""
+    assert out.title == "Checking 8 modules: 5 done, 1 error, 1 running, 1 queued"
+    assert rows(out.summary) == {
+        "models/a.py::A": ["done", "verified: 1.52x eager, 1.10x torch.compile"],
+        "models/a.py::B": ["running", "generating and verifying candidates"],
+        "models/b.py::C": ["queued", "waiting for a GPU worker"],
+        "models/b.py::D": ["done", "no correct candidate (2 incorrect, 1 error)"],
+        "models/c.py::E": ["error", "TimeLimitExceeded: 600 s"],
+        "models/c.py::F": ["done", "skipped: NeedsConfig: add get_inputs() to the file"],
+        "models/c.py::G": ["done", "verified (correct; not timed)"],
+        "models/d.py::H": ["done", "correct, no faster (0.98x eager)"],
+    }
+    assert "follow when every module is done" in out.summary
+    assert "`/kernelize cancel`" in out.summary
+    # Sized for a pull request's page: three short columns.
+    assert "| module | state | result |" in out.summary
+
+
+def test_progress_says_what_is_ahead_on_the_gpu_queue() -> None:
+    queued = [ModuleProgress("m.py::A"), ModuleProgress("m.py::B", "running")]
+    assert rows(check_run_progress(queued, ahead=(5, 2)).summary)["m.py::A"] == [
+        "queued",
+        "waiting for a GPU worker; 5 modules of 2 earlier jobs ahead",
+    ]
+    assert rows(check_run_progress(queued, ahead=(1, 1)).summary)["m.py::A"][1].endswith(
+        "; 1 module of 1 earlier job ahead"
+    )
+    alone = check_run_progress(queued)
+    assert rows(alone.summary)["m.py::A"] == ["queued", "waiting for a GPU worker"]
+    assert alone.title == "Checking 2 modules: 1 running, 1 queued"
+
+
+def test_progress_of_a_job_held_by_the_installation_limits() -> None:
+    why = "2 Kernelize job(s) are running for this installation (limit 2); this one starts when one finishes"
+    out = check_run_progress([ModuleProgress("m.py::A"), ModuleProgress("m.py::B")], waiting=why)
+    assert out.title == "Queued: 2 modules, held by the installation's limits"
+    assert f"**Queued:** {why}." in out.summary
+    assert set(map(tuple, rows(out.summary).values())) == {("queued", "held by the installation's limits")}
+
+
+def test_progress_of_a_failed_job_says_what_finished_and_what_did_not() -> None:
+    error = "Kernelize could not finish: a module's GPU task failed (ChordError: ...)."
+    out = check_run_progress([*MIX[:3], MIX[4]], error=error)
+    assert (out.conclusion, out.title) == ("failure", "Kernelize failed")
+    assert out.summary.startswith(error)
+    assert rows(out.summary) == {
+        "models/a.py::A": ["done", "verified: 1.52x eager, 1.10x torch.compile"],
+        "models/a.py::B": ["stopped", "—"],
+        "models/b.py::C": ["not run", "—"],
+        "models/c.py::E": ["error", "TimeLimitExceeded: 600 s"],
+    }
+    assert "follow when every module is done" not in out.summary
+
+
+def test_progress_cells_cannot_break_the_table_and_the_summary_fits() -> None:
+    odd = ModuleProgress("x|y.py::A", "error", note="boom | <b>bold</b>\nsecond line")
+    out = check_run_progress([odd])
+    [line] = [row for row in out.summary.splitlines() if "y.py::A" in row]
+    assert line == "| `x\\|y.py::A` | error | boom \\| &lt;b&gt;bold&lt;/b&gt; second line |"
+    many = [
+        ModuleProgress(f"models/m{i}.py::{'M' * 200}{i}", "done", "skipped", "r" * 500) for i in range(400)
+    ]
+    summary = check_run_progress(many).summary
+    assert len(summary.encode()) <= CHECK_LIMIT and "truncated" in summary
+
+
+def test_a_finished_module_is_classified_as_the_final_report_classifies_it() -> None:
+    assert module_progress(scale_report()) == ModuleProgress(
+        "models/scale.py::Scale", "done", "verified", "", 2.4, 1.9
+    )
+    lost = ModuleReport(
+        target="a.py::A",
+        file="a.py",
+        class_name="A",
+        candidates=[loser("k1", Status.INCORRECT, "x"), loser("k2", Status.INCORRECT, "y")],
+    )
+    assert module_progress(lost) == ModuleProgress("a.py::A", "done", "none_passed", "2 incorrect")
+    skipped = ModuleReport("a.py::B", "a.py", "B", status="skipped", reason="NeedsConfig: no inputs")
+    assert (
+        module_progress(skipped).case == "skipped"
+        and module_progress(skipped).note == "NeedsConfig: no inputs"
+    )
+    on_cpu = scale_report(
+        winner(speedup_vs_eager=None, speedup_vs_compile=None, verdict=Verdict.NOT_MEASURED)
+    )
+    assert module_progress(on_cpu).case == "verified"
+    assert rows(check_run_progress([module_progress(on_cpu)]).summary)["models/scale.py::Scale"] == [
+        "done",
+        "verified (correct; not timed)",
+    ]
+
+
+def test_progress_only_moves_forward() -> None:
+    start = [ModuleProgress("a::A"), ModuleProgress("b::B"), ModuleProgress("c::C")]
+    done = ModuleProgress("a::A", "done", "verified", "", 2.0, 1.5)
+    now = advance(start, [ModuleProgress("b::B", "running"), done, ModuleProgress("z::Z", "running")])
+    assert [p.target for p in now] == ["a::A", "b::B", "c::C"]  # the order kept, strangers ignored
+    assert [p.state for p in now] == ["done", "running", "queued"]
+    # A start notice after the result, a repeated task, an error after the result: nothing changes.
+    late = advance(now, [ModuleProgress("a::A", "running"), ModuleProgress("a::A", "error", note="x")])
+    assert late[0] == done
+    assert advance(now, [ModuleProgress("b::B", "running")]) == now

@@ -827,6 +827,41 @@ def test_a_module_built_from_a_config_object_is_verified(cli, tmp_path, how, sou
     assert module["inputs"][0]["shape"][-1] == n_embd
 
 
+NANOGPT_LAYERNORM = """import torch
+import torch.nn as nn
+from torch.nn import functional as F
+
+
+class LayerNorm(nn.Module):
+    \"\"\" LayerNorm but with an optional bias. PyTorch doesn't support simply bias=False \"\"\"
+
+    def __init__(self, ndim, bias):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(ndim))
+        self.bias = nn.Parameter(torch.zeros(ndim)) if bias else None
+
+    def forward(self, input):
+        return F.layer_norm(input, self.weight.shape, self.weight, self.bias, 1e-5)
+"""
+
+
+def test_nanogpts_layernorm_is_verified_with_zero_config(cli, tmp_path):
+    """nanoGPT's own LayerNorm: ``ndim`` guessed as a size, ``self.weight.shape`` as the normalized
+    shape (the last dimension, the weight being 1-D), its docstring kept in the suggestion."""
+    run = kernelize(
+        cli,
+        tmp_path,
+        [_write(tmp_path, "model.py", NANOGPT_LAYERNORM), "--generator", "template", "--show-code"],
+    )
+    assert run.rc == 0, run.stderr
+    module = run.module("LayerNorm")
+    assert module["build_source"] == "guess" and module["init_kwargs"] == {"ndim": 64, "bias": True}
+    [c] = module["candidates"]
+    assert c["status"] == "correct", c["reason"]
+    assert c["id"] == "layer_norm_fwd_kernel"
+    assert "LayerNorm but with an optional bias" in run.stdout.split("the suggested code", 1)[1]
+
+
 # ---------------------------------------------------------------------------
 # Without a sandbox nothing untrusted runs: one line and exit 2, unless --no-isolation says so
 
