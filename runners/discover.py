@@ -7,7 +7,7 @@ Everything here is pure: source text in, class descriptions out.
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from runners import pyast
@@ -95,15 +95,53 @@ def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunction
     return None
 
 
-def find_modules(source: str, filename: str = "<source>") -> list[ModuleClass]:
-    """Every top-level class in ``source`` that is an ``nn.Module``, in file order."""
+# ``(module, level) -> (its source, the resolver for its own imports)`` or None: how discovery reads
+# the repository's other files (a base class imported from one), still without importing anything.
+Resolver = Callable[[str, int], "tuple[str, Resolver] | None"]
+_BASE_DEPTH = 4  # imported files followed for one base class, at most
+
+
+def _imported_module_classes(tree: ast.Module, resolve: Resolver | None, depth: int) -> set[str]:
+    """Names bound by ``from X import Name`` whose class in X is an ``nn.Module`` (read through
+    ``resolve``, following X's own imports up to ``depth`` files)."""
+    if resolve is None or depth <= 0:
+        return set()
+    out: set[str] = set()
+    for node in tree.body:
+        if not isinstance(node, ast.ImportFrom) or (node.module is None and not node.level):
+            continue
+        found = resolve(node.module or "", node.level)
+        if found is None:
+            continue
+        text, inner = found
+        try:
+            names = {m.name for m in find_modules(text, node.module or "", inner, depth - 1)}
+            names |= _imported_module_classes(parse(text), inner, depth - 1)  # re-exported
+        except DiscoveryError:
+            continue
+        out |= {a.asname or a.name for a in node.names if a.name in names}
+    return out
+
+
+def find_modules(
+    source: str, filename: str = "<source>", resolve: Resolver | None = None, depth: int = _BASE_DEPTH
+) -> list[ModuleClass]:
+    """Every top-level class in ``source`` that is an ``nn.Module``, in file order. With
+    ``resolve``, a class whose base is imported from another file of the repository counts when
+    that base is an ``nn.Module`` there."""
     tree = parse(source, filename)
     torch_names, nn_names, class_names = _torch_names(tree)
+    imported: set[str] | None = None
 
     def is_torch_module_base(dotted: str) -> bool:
+        nonlocal imported
         head, _, attr = dotted.rpartition(".")
         if not head:
-            return dotted in class_names
+            if dotted in class_names:
+                return True
+            if imported is None:
+                imported = _imported_module_classes(tree, resolve, depth)
+            return dotted in imported
         if attr in _NOT_MODULES or not attr[:1].isupper():
             return False
         return head in nn_names or head in {f"{t}.nn" for t in torch_names}

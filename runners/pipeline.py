@@ -22,7 +22,7 @@ from typing import Any
 from runners import bench, sandbox
 from runners.apply import ApplyError, check_applied, unique_helpers
 from runners.chosen import check_chosen
-from runners.discover import ModuleClass, find_modules
+from runners.discover import ModuleClass, Resolver, find_modules
 from runners.fallback import (
     KERNELIZED,
     FallbackError,
@@ -682,6 +682,34 @@ def choose_best(report: ModuleReport, settings: Settings) -> None:
         )
 
 
+def file_resolver(file: Path, root: Path) -> Resolver:
+    """How discovery reads the files ``file`` imports from (relative imports from its package,
+    absolute ones under the folder its package hangs from or ``root``), without importing them."""
+    from runners.sandbox import package_root
+
+    def resolve(module: str, level: int) -> tuple[str, Resolver] | None:
+        if level:
+            base = file.parent
+            for _ in range(level - 1):
+                base = base.parent
+            bases = [base]
+        else:
+            package = package_root(str(file))
+            bases = [Path(package)] if package else []
+            bases.append(root)
+        parts = [p for p in module.split(".") if p]
+        for base in bases:
+            for candidate in (base.joinpath(*parts).with_suffix(".py"), base.joinpath(*parts, "__init__.py")):
+                if parts and candidate.is_file():
+                    try:
+                        return candidate.read_text(encoding="utf-8"), file_resolver(candidate, root)
+                    except (OSError, UnicodeDecodeError):
+                        return None
+        return None
+
+    return resolve
+
+
 def problems_for(
     path: str, root: str, class_name: str | None, entries: dict[str, ModuleEntry] | None = None
 ) -> tuple[list[Problem], list[ModuleClass]]:
@@ -690,7 +718,7 @@ def problems_for(
 
     file = Path(path).resolve()
     source = file.read_text(encoding="utf-8")
-    modules = find_modules(source, str(path))
+    modules = find_modules(source, str(path), file_resolver(file, Path(root).resolve()))
     try:
         rel = file.relative_to(Path(root).resolve()).as_posix()
     except ValueError:

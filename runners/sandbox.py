@@ -252,9 +252,27 @@ def _masks(folder: str) -> list[str]:
     return args
 
 
+def package_root(file: str) -> str | None:
+    """The folder ``file``'s package hangs from (the nearest folder above it without an
+    ``__init__.py``), when the file's own folder is a package; None for a loose file."""
+    folder = os.path.dirname(os.path.abspath(file))
+    if not os.path.isfile(os.path.join(folder, "__init__.py")):
+        return None
+    while os.path.isfile(os.path.join(folder, "__init__.py")) and os.path.dirname(folder) != folder:
+        folder = os.path.dirname(folder)
+    return folder
+
+
 def problem_paths(file: str, root: str | None) -> list[str]:
-    """What a runner of the module in ``file`` reads: its repository (``root``), else its folder."""
-    return [root or os.path.dirname(os.path.abspath(file)), file]
+    """What a runner of the module in ``file`` reads: its repository (``root``), else its folder;
+    and the package it belongs to, where that lies outside them (its relative imports)."""
+    paths = [root or os.path.dirname(os.path.abspath(file)), file]
+    package = package_root(file)
+    if package is not None and not any(
+        package == p or package.startswith(p.rstrip("/") + "/") for p in paths[:1]
+    ):
+        paths.append(package)
+    return paths
 
 
 @functools.cache

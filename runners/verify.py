@@ -145,19 +145,27 @@ def ignore_planted_bytecode(*roots: str | Path) -> None:
 
 
 def load_file_module(path: str, root: str | None, name_hint: str) -> Any:
-    """Import a file: by its dotted name under ``root`` if it has one, so relative imports work."""
+    """Import a file by its dotted name, so relative imports and the package's other modules
+    resolve: under the folder its package hangs from (the nearest one above without an
+    ``__init__.py``: a ``src/`` layout, an installed package), else under ``root``; a loose file
+    outside both by its path."""
+    from runners.sandbox import package_root
+
     file = Path(path).resolve()
-    ignore_planted_bytecode(file.parent, *([root] if root else []))
-    if root:
-        root_path = Path(root).resolve()
-        if str(root_path) not in sys.path:
-            sys.path.insert(0, str(root_path))
+    package = package_root(str(file))
+    ignore_planted_bytecode(file.parent, *([root] if root else []), *([package] if package else []))
+    for base in (package, root):
+        if not base:
+            continue
+        base_path = Path(base).resolve()
+        if str(base_path) not in sys.path:
+            sys.path.insert(0, str(base_path))
         try:
-            rel = file.relative_to(root_path).with_suffix("")
-            if all(p.isidentifier() for p in rel.parts):
-                return importlib.import_module(".".join(rel.parts))
+            rel = file.relative_to(base_path).with_suffix("")
         except ValueError:
-            pass
+            continue
+        if all(p.isidentifier() for p in rel.parts):
+            return importlib.import_module(".".join(rel.parts))
     spec = importlib.util.spec_from_file_location(
         name_hint, file, loader=_SourceOnlyLoader(name_hint, str(file))
     )

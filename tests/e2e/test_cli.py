@@ -862,6 +862,32 @@ def test_nanogpts_layernorm_is_verified_with_zero_config(cli, tmp_path):
     assert "LayerNorm but with an optional bias" in run.stdout.split("the suggested code", 1)[1]
 
 
+def test_a_module_of_a_package_resolves_its_relative_imports(cli, tmp_path):
+    """A ``src/`` layout: the file imports a sibling relatively and its base class absolutely from
+    a file whose class derives from one in a third file: discovery follows the imports (reading,
+    not importing) and the module is imported under the folder its package hangs from."""
+    pkg = tmp_path / "repo" / "src" / "mymodel"
+    _write(pkg, "__init__.py", "")
+    _write(pkg, "consts.py", "EPS = 1e-6\n")
+    _write(pkg / "layers", "__init__.py", "")
+    _write(pkg / "layers", "base.py", "from torch import nn\n\n\nclass Layer(nn.Module):\n    pass\n")
+    _write(pkg / "layers", "mid.py", "from .base import Layer\n\n\nclass Norm(Layer):\n    pass\n")
+    norm = _write(
+        pkg / "layers",
+        "norm.py",
+        "import torch\n\nfrom mymodel.layers.mid import Norm\nfrom ..consts import EPS\n\n\n"
+        "class RMSNorm(Norm):\n    def __init__(self, dim):\n        super().__init__()\n"
+        "        self.weight = torch.nn.Parameter(torch.ones(dim))\n\n"
+        "    def forward(self, x):\n"
+        "        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + EPS) * self.weight\n",
+    )
+    run = kernelize(cli, tmp_path, [norm + "::RMSNorm", "--generator", "template"])
+    assert run.rc == 0, run.stderr
+    module = run.module("RMSNorm")
+    assert module["status"] == "ok", module["reason"]
+    assert "attempted relative import" not in run.stdout + run.stderr
+
+
 # ---------------------------------------------------------------------------
 # Without a sandbox nothing untrusted runs: one line and exit 2, unless --no-isolation says so
 

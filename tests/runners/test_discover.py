@@ -302,3 +302,32 @@ def test_added_lines_follow_the_head_side_of_each_hunk():
     assert added_lines(patch) == [2, 4, 22]
     assert added_lines(None) == []
     assert added_lines("@@ -0,0 +1,2 @@\n+a\n+b\n") == [1, 2]
+
+
+def test_a_base_class_imported_from_another_file_of_the_repository_is_followed(tmp_path):
+    """``GPT2Block(GradientCheckpointingLayer)``: the base lives in another file. Discovery reads
+    that file (relative and absolute imports, through a chain of files), never imports it; a base
+    that is no module there, a missing file and a cycle leave the class out quietly."""
+    from runners.pipeline import file_resolver
+
+    pkg = tmp_path / "src" / "lib"
+    (pkg / "nn").mkdir(parents=True)
+    for folder in (pkg, pkg / "nn"):
+        (folder / "__init__.py").write_text("")
+    (pkg / "nn" / "base.py").write_text("from torch import nn\n\n\nclass Layer(nn.Module):\n    pass\n")
+    (pkg / "nn" / "mid.py").write_text(
+        "from .base import Layer as L\n\n\nclass Ckpt(L):\n    pass\n\n\nclass Plain:\n    pass\n"
+    )
+    (pkg / "cycle.py").write_text("from lib.model import Block\n")
+    source = (
+        "from lib.nn.mid import Ckpt, Plain\nfrom .cycle import Block as Other\n"
+        "from .missing import Gone\n\n\n"
+        "class Block(Ckpt):\n    def forward(self, x):\n        return x\n\n\n"
+        "class NotOne(Plain):\n    pass\n\n\nclass Loop(Other):\n    pass\n\n\nclass Lost(Gone):\n    pass\n"
+    )
+    model = pkg / "model.py"
+    model.write_text(source)
+    assert [m.name for m in find_modules(source, str(model))] == []  # reading this file alone
+    found = find_modules(source, str(model), file_resolver(model, tmp_path))
+    # Loop: cycle.py re-exports this file's Block; following it back ends at the depth limit.
+    assert [m.name for m in found] == ["Block", "Loop"]
