@@ -101,26 +101,30 @@ Resolver = Callable[[str, int], "tuple[str, Resolver] | None"]
 _BASE_DEPTH = 4  # imported files followed for one base class, at most
 
 
-def _imported_module_classes(tree: ast.Module, resolve: Resolver | None, depth: int) -> set[str]:
-    """Names bound by ``from X import Name`` whose class in X is an ``nn.Module`` (read through
-    ``resolve``, following X's own imports up to ``depth`` files)."""
+def _imported_is_module(tree: ast.Module, name: str, resolve: Resolver | None, depth: int) -> bool:
+    """Whether ``name``, bound in ``tree`` by ``from X import ...``, is an ``nn.Module`` class in X
+    (read through ``resolve``; a name X itself imports is followed, up to ``depth`` files). Only
+    the import that binds ``name`` is read: a file's other imports cost nothing."""
     if resolve is None or depth <= 0:
-        return set()
-    out: set[str] = set()
+        return False
     for node in tree.body:
-        if not isinstance(node, ast.ImportFrom) or (node.module is None and not node.level):
+        if not isinstance(node, ast.ImportFrom):
             continue
-        found = resolve(node.module or "", node.level)
-        if found is None:
-            continue
-        text, inner = found
-        try:
-            names = {m.name for m in find_modules(text, node.module or "", inner, depth - 1)}
-            names |= _imported_module_classes(parse(text), inner, depth - 1)  # re-exported
-        except DiscoveryError:
-            continue
-        out |= {a.asname or a.name for a in node.names if a.name in names}
-    return out
+        for alias in node.names:
+            if (alias.asname or alias.name) != name:
+                continue
+            found = resolve(node.module or "", node.level)
+            if found is None:
+                return False
+            text, inner = found
+            try:
+                sub = parse(text)
+            except DiscoveryError:
+                return False
+            if any(isinstance(n, ast.ClassDef) and n.name == alias.name for n in sub.body):
+                return alias.name in {m.name for m in find_modules(text, node.module or "", inner, depth - 1)}
+            return _imported_is_module(sub, alias.name, inner, depth - 1)  # re-exported
+    return False
 
 
 def find_modules(
@@ -131,17 +135,16 @@ def find_modules(
     that base is an ``nn.Module`` there."""
     tree = parse(source, filename)
     torch_names, nn_names, class_names = _torch_names(tree)
-    imported: set[str] | None = None
+    imported: dict[str, bool] = {}
 
     def is_torch_module_base(dotted: str) -> bool:
-        nonlocal imported
         head, _, attr = dotted.rpartition(".")
         if not head:
             if dotted in class_names:
                 return True
-            if imported is None:
-                imported = _imported_module_classes(tree, resolve, depth)
-            return dotted in imported
+            if dotted not in imported:
+                imported[dotted] = _imported_is_module(tree, dotted, resolve, depth)
+            return imported[dotted]
         if attr in _NOT_MODULES or not attr[:1].isupper():
             return False
         return head in nn_names or head in {f"{t}.nn" for t in torch_names}
