@@ -18,7 +18,7 @@ from typing import Any, Literal, get_args
 
 from runners.render import environment
 
-Action = Literal["run", "help", "status", "cancel", "stats"]
+Action = Literal["run", "help", "status", "cancel", "stats", "apply"]
 ACTIONS: tuple[Action, ...] = get_args(Action)
 _ACTION: dict[str, Action] = {a: a for a in ACTIONS}
 COMMAND_WORD = "/kernelize"
@@ -30,6 +30,7 @@ OPTIONS = ("--generator", "--samples", "--dtype", "--min-speedup")
 _SHOWN_WORD = 60  # characters of a user's word quoted back in a message
 _TARGET_SHAPE = "path/to/file.py or path/to/file.py::Class"
 _TARGET_FORM = f"a target is {_TARGET_SHAPE}, relative to the repository root"
+_APPLY_FORM = "name one class: `Class`, or `path/to/file.py::Class` when two files have one of that name"
 
 # A command line: the word at the start of the line (after spaces or tabs), then a space, a tab or nothing.
 _COMMAND_RE = re.compile(r"[ \t]*/kernelize(?=[ \t]|$)", re.IGNORECASE)
@@ -52,7 +53,8 @@ class CommandError(ValueError):
 
 @dataclass(frozen=True)
 class Target:
-    """``path/to/file.py::Class``, or the whole file when ``class_name`` is None."""
+    """``path/to/file.py::Class``, or the whole file when ``class_name`` is None. ``apply``'s target
+    may name the class alone: then ``path`` is empty (any file)."""
 
     path: str
     class_name: str | None = None
@@ -66,7 +68,7 @@ class Command:
     """One ``/kernelize`` line: what to do and, for a run, which classes and which options."""
 
     action: Action
-    targets: tuple[Target, ...] = ()
+    targets: tuple[Target, ...] = ()  # run: what to run; apply: the one class whose suggestion to push
     generators: tuple[str, ...] = ()
     samples: int | None = None
     dtype: str | None = None
@@ -169,6 +171,8 @@ class _Parser:
         if self.tokens and self.tokens[0].lower() in _ACTION:
             action = _ACTION[self.tokens[0].lower()]
             self.pos = 1
+            if action == "apply":
+                return self._apply()
             if action != "run" and len(self.tokens) > 1:
                 extra = self.tokens[1]
                 raise CommandError(
@@ -192,6 +196,30 @@ class _Parser:
             min_speedup=self.single.get("--min-speedup"),
             line=self.line,
         )
+
+    def _apply(self) -> Command:
+        """``apply CLASS`` or ``apply path/to/file.py::CLASS``: one class, no options."""
+        if len(self.tokens) < 2:
+            raise CommandError(
+                self.tokens[0], f"`apply` needs the class whose suggestion to push: {_APPLY_FORM}"
+            )
+        token = self.tokens[1]
+        if token.startswith("-"):
+            raise CommandError(token, f"`apply` takes no options; remove {_show(token)}")
+        if _is_bare(token):
+            if not (token.isidentifier() and not keyword.iskeyword(token)):
+                raise CommandError(token, f"{_show(token)} is not a Python class name; {_APPLY_FORM}")
+            target = Target("", token)
+        else:
+            target = _target(token)
+            if target.class_name is None:
+                raise CommandError(token, f"{_show(token)} names a file; {_APPLY_FORM}")
+        if len(self.tokens) > 2:
+            extra = self.tokens[2]
+            raise CommandError(
+                extra, f"`apply` takes one class; remove {_show(extra)} (one command per class)"
+            )
+        return Command(action="apply", targets=(target,), line=self.line)
 
     def _option(self, token: str) -> None:
         name, eq, value = token.partition("=")

@@ -100,6 +100,7 @@ class PullInfo:
     default_branch: str = "main"  # the base repository's: where its config is read from
     state: str = "open"
     private: bool = True
+    head_ref: str = ""  # the branch the pull request's commits are on (in the fork, for a fork)
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,21 @@ class CommitInfo:
     sha: str
     author_login: str | None  # the GitHub user, when the commit's email maps to one
     message: str
+    html_url: str = ""
+
+
+@dataclass(frozen=True)
+class FileAtRef:
+    """A file's text at a ref and its blob sha (what replacing it through the contents API names)."""
+
+    text: str
+    blob_sha: str
+
+
+@dataclass(frozen=True)
+class PushedCommit:
+    sha: str
+    html_url: str
 
 
 @dataclass(frozen=True)
@@ -406,6 +422,7 @@ class InstallationClient:
                 default_branch=base_repo.default_branch or "main",
                 state=pr.state or "open",
                 private=bool(base_repo.private),
+                head_ref=pr.head.ref or "",
             )
 
     def pull_files(self, owner: str, repo: str, number: int) -> list[PullFile]:
@@ -427,6 +444,11 @@ class InstallationClient:
 
         Files over 1 MB come back from the contents API without content: they are read as a blob.
         """
+        found = self.file_at(owner, repo, path, ref)
+        return found.text if found is not None else None
+
+    def file_at(self, owner: str, repo: str, path: str, ref: str) -> FileAtRef | None:
+        """:meth:`file_text`, with the file's blob sha."""
         api_path = f"/repos/{owner}/{repo}/contents/{path}"
         with self._call("GET", api_path):
             gh_repo = self._repo(owner, repo)
@@ -441,7 +463,37 @@ class InstallationClient:
             else:
                 blob = gh_repo.get_git_blob(content.sha)
                 raw = base64.b64decode(blob.content) if blob.encoding == "base64" else blob.content.encode()
-            return raw.decode("utf-8", errors="replace")
+            return FileAtRef(raw.decode("utf-8", errors="replace"), content.sha)
+
+    def commit_file(
+        self,
+        owner: str,
+        repo: str,
+        branch: str,
+        path: str,
+        text: str,
+        blob_sha: str,
+        message: str,
+        marker: str,
+    ) -> PushedCommit:
+        """One commit on ``branch`` replacing ``path`` (now blob ``blob_sha``) with ``text``, through the
+        contents API; ``marker`` (a line of ``message``) finds it again. GitHub refuses the write
+        (409) when the file is no longer that blob: then, and when GitHub left the outcome unknown
+        (5xx, no answer), the branch's head is looked at, and a commit carrying ``marker`` there is
+        this one, already made (a retried request that went through, or a twin command): never
+        the same change twice."""
+        try:
+            with self._call("PUT", f"/repos/{owner}/{repo}/contents/{path}"):
+                made = self._repo(owner, repo).update_file(path, message, text, blob_sha, branch=branch)
+            commit = made["commit"]
+            return PushedCommit(commit.sha, commit.html_url)
+        except GitHubError as exc:
+            if exc.status != 409 and not _unknown_outcome(exc):
+                raise
+            head = self.commit(owner, repo, branch)
+            if marker not in head.message:
+                raise
+            return PushedCommit(head.sha, head.html_url)
 
     def permission(self, owner: str, repo: str, username: str) -> str:
         """``admin``, ``write``, ``read`` or ``none``: the user's permission on the repository.
@@ -674,7 +726,8 @@ class InstallationClient:
         path = f"/repos/{owner}/{repo}/commits/{sha}"
         with self._call("GET", path):
             c = self._repo(owner, repo).get_commit(sha)
-            return CommitInfo(c.sha, c.author.login if c.author is not None else None, c.commit.message or "")
+            author = c.author.login if c.author is not None else None
+            return CommitInfo(c.sha, author, c.commit.message or "", c.html_url or "")
 
     def review_comment_reactions(self, owner: str, repo: str, comment_id: int) -> list[str]:
         """The reactions (``+1``, ``-1``, …) on one line comment."""

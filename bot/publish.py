@@ -19,7 +19,7 @@ import urllib.parse
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jinja2
 
@@ -379,6 +379,24 @@ def plan_review(
         suggestions=suggestions,
         held_back=held,
     )
+
+
+def held_suggestions(
+    plan: ReviewPlan, targets: Sequence[Mapping[str, Any]], reports: Sequence[ModuleReport]
+) -> list[Suggestion]:
+    """The winners held back from the review whose verified code the summary shows, as suggestions of
+    their class's lines (``targets``: the planned classes with their first and last line): what
+    ``/kernelize apply`` can commit. No marker: no review comment carries them."""
+    lines = {f"{t['path']}::{t['class_name']}": (t["start"], t["end"]) for t in targets}
+    out = []
+    for m in reports:
+        held, best = plan.held_back.get(m.target), m.best_candidate()
+        if held is None or held.code is None or best is None or m.target not in lines:
+            continue
+        start, end = lines[m.target]
+        digest = _sha256(held.code)
+        out.append(Suggestion(m.target, m.file, start, end, best.id, best.generator, digest, ""))
+    return out
 
 
 def _suggestion_body(

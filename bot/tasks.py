@@ -28,7 +28,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import commands, db, jobs, planning, publish, tracking
+from bot import applying, commands, db, jobs, planning, publish, tracking
 from bot.github import GitHubApp, GitHubError, InstallationClient, PullInfo
 from bot.models import Job, utcnow
 from bot.planning import BUNDLE_TEXT_BYTES
@@ -735,7 +735,9 @@ def _record_suggestions(
     device: DeviceInfo,
     marker: str,
 ) -> None:
-    """Store what the review suggested (for tracking); a failure here never blocks the results."""
+    """Store what the review suggested, and the verified code the summary shows instead (held back
+    from the review: ``/kernelize apply`` can commit it), for tracking; a failure here never blocks
+    the results."""
     owner, repo, number = context["owner"], context["repo"], context["number"]
     try:
         review = next((r for r in client.reviews(owner, repo, number) if marker in r.body), None)
@@ -744,14 +746,15 @@ def _record_suggestions(
         originals = {
             f"{t['path']}::{t['class_name']}": t.get("original_sha256", "") for t in context["targets"]
         }
+        offered = [(sug, next((c for c in lines if sug.marker in c.body), None)) for sug in plan.suggestions]
+        offered += [(sug, None) for sug in publish.held_suggestions(plan, context["targets"], reports)]
         rows = []
-        for sug in plan.suggestions:
+        for sug, line in offered:
             m = modules[sug.target]
             best = m.best_candidate()
             code = winners.get((sug.target, sug.candidate_id))
             if best is None or code is None:
                 continue
-            line = next((c for c in lines if sug.marker in c.body), None)
             rows.append(
                 {
                     "installation_id": context["installation_id"],
@@ -797,6 +800,7 @@ def _track_push(
             head_sha, sender or None, commit.author_login, commit.message, _app().bot_login()
         )
         with _sessions()() as session, session.begin():
+            tracking.lock_pull(session, f"{owner}/{repo}", number)
             counts = tracking.on_push(session, client, f"{owner}/{repo}", number, push)
             tracking.refresh_feedback(session, client, f"{owner}/{repo}", number)
         if any(counts.values()):
@@ -824,6 +828,7 @@ def track(
         _track_push(client, owner, repo, number, head_sha, sender)
         return {"change": change}
     with _sessions()() as session, session.begin():
+        tracking.lock_pull(session, repository, number)
         if not tracking.open_suggestions(session, repository, number):
             return {"change": change, "open": 0}
         if change == "closed":
@@ -927,7 +932,7 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     if plan.comments and not posted:  # a redelivered publish never posts the same review twice
         body = f"{plan.body}\n{marker}"
         review_id = client.create_review(owner, repo, number, head_sha, body, plan.comments, marker)
-    if plan.suggestions:
+    if plan.suggestions or plan.held_back:
         _record_suggestions(client, context, plan, reports, winners, device, marker)
     dashboard = _dashboard_url(owner, repo)
     summary = publish.summary_comment(run, reports, head_sha, plan, dashboard)
@@ -1020,8 +1025,11 @@ def handle_command(
         client.comment(owner, repo, number, tracking.stats_markdown(data, f"{owner}/{repo}"))
         return {"action": "stats", **{k: data[k] for k in ("posted", "accepted")}}
     if not _has_write(client, owner, repo, sender):
+        does = {"apply": "commits to this pull request's branch"}.get(
+            command.action, "runs code on this repository's GPUs"
+        )
         text = (
-            f"Sorry @{sender}, `/kernelize {command.action}` runs code on this repository's GPUs, so it "
+            f"Sorry @{sender}, `/kernelize {command.action}` {does}, so it "
             "needs write, maintain or admin permission on the repository. A maintainer can start it for you."
         )
         client.react(owner, repo, comment_id, "confused")
@@ -1030,6 +1038,9 @@ def handle_command(
     if command.action == "cancel":
         client.comment(owner, repo, number, _cancel(app, client, owner, repo, number, sender))
         return {"action": "cancel"}
+    if command.action == "apply":
+        target = command.targets[0]
+        return applying.answer(client, _sessions(), owner, repo, number, comment_id, target, sender)
     targets = [{"path": t.path, "class_name": t.class_name} for t in command.targets]
     return plan_pull_request(
         app,

@@ -17,7 +17,7 @@ from datetime import datetime
 from statistics import median
 from typing import Any, Protocol
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from bot.models import Suggestion, SuggestionEvent, utcnow
@@ -129,6 +129,19 @@ def record_posted(session: Session, rows: Iterable[dict[str, Any]]) -> list[Sugg
         out.append(found)
     session.flush()
     return out
+
+
+def lock_pull(session: Session, repository: str, number: int) -> None:
+    """Lock the pull request's suggestions for a read-modify-write, before reading them: PostgreSQL,
+    their rows; SQLite, the database's write lock, taken first by a write that changes nothing. (In
+    WAL mode a transaction that read before it wrote fails at the write once another writer committed
+    meanwhile, as the web process does with each delivery just after queueing its task.)"""
+    session.execute(
+        update(Suggestion)
+        .where(Suggestion.repository == repository, Suggestion.pull_number == number)
+        .values(status=Suggestion.status)
+        .execution_options(synchronize_session=False)
+    )
 
 
 def open_suggestions(session: Session, repository: str, number: int) -> list[Suggestion]:

@@ -27,7 +27,7 @@ def test_the_manifest_asks_for_exactly_what_the_app_uses() -> None:
         assert name in schema, name
         assert level in schema[name]["enum"], (name, level)
     assert manifest["default_permissions"] == {
-        "contents": "read",  # the repository's Python and its config
+        "contents": "write",  # the repository's Python and its config; /kernelize apply's commits
         "pull_requests": "write",  # reviews with suggestions
         "checks": "write",  # the Kernelize check run
         "issues": "write",  # the summary comment, replies and reactions

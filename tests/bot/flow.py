@@ -20,6 +20,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from bot import db, events, tasks
+from bot.models import Suggestion
 from bot.settings import load_settings
 from bot.web import create_app
 from runners import tasks as runner_tasks
@@ -81,6 +82,26 @@ class World:
 
     def reviews(self) -> list[Any]:
         return list(self.fake.reviews.get((OWNER, REPO, NUMBER), []))
+
+    def suggestions(self) -> list[Suggestion]:
+        """Every suggestion stored, oldest first, with its history loaded."""
+        with self.sessions() as session:
+            rows = session.query(Suggestion).order_by(Suggestion.id).all()
+            for s in rows:
+                _ = s.events  # loaded before the session closes
+            return rows
+
+
+def pr_event(action: str, head: str, sender: str = "maintainer", **pr: Any) -> dict[str, Any]:
+    """The octokit ``pull_request`` payload for this world's pull request at ``head``, sent by
+    ``sender`` (a bot when the login ends in ``[bot]``)."""
+    payload = json.loads((EXAMPLES / f"pull_request/{action}.payload.json").read_text())
+    payload["repository"]["full_name"] = f"{OWNER}/{REPO}"
+    payload["installation"] = {"id": INSTALLATION, "node_id": "x"}
+    payload["pull_request"].update(number=NUMBER, state="open", draft=False, **pr)
+    payload["pull_request"]["head"]["sha"] = head
+    payload["sender"].update(login=sender, type="Bot" if sender.endswith("[bot]") else "User")
+    return payload
 
 
 @contextlib.contextmanager

@@ -30,6 +30,15 @@ VALID = [
     ("/kernelize cancel", Command("cancel", line="/kernelize cancel")),
     ("/kernelize stats", Command("stats", line="/kernelize stats")),
     ("/kernelize HELP", Command("help", line="/kernelize HELP")),
+    ("/kernelize apply RMSNorm", Command("apply", (Target("", "RMSNorm"),), line="/kernelize apply RMSNorm")),
+    (
+        "/kernelize Apply ./models/layers.py::RMSNorm",
+        Command(
+            "apply",
+            (Target("models/layers.py", "RMSNorm"),),
+            line="/kernelize Apply ./models/layers.py::RMSNorm",
+        ),
+    ),
     (
         "/kernelize models/layers.py::RMSNorm",
         run(Target("models/layers.py", "RMSNorm"), line="/kernelize models/layers.py::RMSNorm"),
@@ -189,6 +198,15 @@ ERRORS = [
     ("/kernelize status --samples 2", "--samples", "`status` takes no targets or options"),
     ("/kernelize cancel a.py", "a.py", "takes no targets"),
     ("/kernelize stats now", "now", "takes no targets"),
+    ("/kernelize apply", "apply", "`apply` needs the class whose suggestion to push"),
+    ("/kernelize apply models/layers.py", "models/layers.py", "names a file; name one class"),
+    ("/kernelize apply 1Norm", "1Norm", "`1Norm` is not a Python class name"),
+    ("/kernelize apply class", "class", "not a Python class name"),
+    ("/kernelize apply a.py::", "a.py::", "no class name"),
+    ("/kernelize apply RMSNorm GatedMLP", "GatedMLP", "`apply` takes one class; remove `GatedMLP`"),
+    ("/kernelize apply RMSNorm --samples 2", "--samples", "`apply` takes one class"),
+    ("/kernelize apply --samples 2", "--samples", "`apply` takes no options"),
+    ("/kernelize apply ../x.py::A", "../x.py::A", "leaves the repository"),
     ("/kernelize a.py 'b.py", "'b.py", "unbalanced ' quote"),
     ('/kernelize --dtype "float16', '"float16', 'unbalanced " quote'),
     ('/kernelize "a.py" "b', '"b', "unbalanced"),
@@ -268,7 +286,15 @@ def test_a_target_matches_its_class_or_its_whole_file() -> None:
 
 def test_help_lists_the_grammar_options_and_generators() -> None:
     text = help_text(GENERATORS)
-    for word in ("/kernelize help", "/kernelize status", "/kernelize cancel", "/kernelize stats", "[run]"):
+    for word in (
+        "/kernelize help",
+        "/kernelize status",
+        "/kernelize cancel",
+        "/kernelize stats",
+        "[run]",
+        "/kernelize apply CLASS",
+        "not for a branch in a fork",
+    ):
         assert word in text
     for option in OPTIONS:
         assert option in text
@@ -388,6 +414,9 @@ TARGETS = st.builds(Target, PATHS, st.none() | CLASSES)
 @st.composite
 def commands(draw: st.DrawFn) -> Command:
     action = draw(st.sampled_from(ACTIONS))
+    if action == "apply":
+        target = draw(st.builds(Target, st.just("") | PATHS, CLASSES))
+        return Command(action, targets=(target,))
     if action != "run":
         return Command(action)
     return Command(
@@ -400,6 +429,13 @@ def commands(draw: st.DrawFn) -> Command:
     )
 
 
+def _spelled(t: Target) -> str:
+    """A target as a comment writes it: ``path``, ``path::Class``, or (``apply``) ``Class`` alone."""
+    if not t.path:
+        return str(t.class_name)
+    return shlex.quote(t.path) + (f"::{t.class_name}" if t.class_name else "")
+
+
 @st.composite
 def render(draw: st.DrawFn, command: Command) -> str:
     """One of the ways to write ``command``: the word's case, ``run`` or not, either option form, and
@@ -408,7 +444,7 @@ def render(draw: st.DrawFn, command: Command) -> str:
     head = [word]
     if command.action != "run" or draw(st.booleans()):
         head.append(command.action)
-    parts = [shlex.quote(t.path) + (f"::{t.class_name}" if t.class_name else "") for t in command.targets]
+    parts = [_spelled(t) for t in command.targets]
     values = [("--generator", g) for g in command.generators]
     values += [
         (name, repr(value))

@@ -17,6 +17,7 @@ from bot.publish import (
     check_run_output,
     check_run_progress,
     fence,
+    held_suggestions,
     module_progress,
     parse_suggestion_marker,
     plan_review,
@@ -383,6 +384,12 @@ def test_a_class_spanning_two_hunks_goes_to_the_summary_in_details() -> None:
     assert "suggested in the summary" in text
     assert "<details><summary>Code to replace <code>Scale</code> with" in text
     assert "````python\n" + SCALE_CODE in text
+    assert "comment `/kernelize apply models/scale.py::Scale` to have Kernelize commit this code" in text
+    # What /kernelize apply can commit: the class's lines and the verified code's hash, no marker.
+    targets = [{"path": "models/scale.py", "class_name": "Scale", "start": 5, "end": 34}]
+    [held] = held_suggestions(plan, targets, reports)
+    assert (held.target, held.start_line, held.end_line, held.marker) == ("models/scale.py::Scale", 5, 34, "")
+    assert held.source_sha256 == hashlib.sha256(SCALE_CODE.encode()).hexdigest()
     out = check_run_output(RunReport(device=GPU, modules=reports), reports, plan)
     assert out.conclusion == "success"
 
@@ -395,6 +402,8 @@ def test_a_file_outside_the_diff_or_code_that_changed_is_not_suggested() -> None
     )
     held = tampered.held_back["models/scale.py::Scale"]
     assert tampered.comments == [] and "not the code that was verified" in held.reason and held.code is None
+    targets = [{"path": "models/scale.py", "class_name": "Scale", "start": 21, "end": 34}]
+    assert held_suggestions(tampered, targets, [scale_report()]) == []  # never code that was not verified
 
 
 def test_cpu_runs_never_praise_speed() -> None:

@@ -8,34 +8,15 @@ resolved`` (dismissed), 👍/👎 on the suggestion comment, replays, the stats 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 import httpx
 
 from bot import tracking
 from bot.models import Suggestion
-from tests.bot.flow import EXAMPLES, HEAD, INSTALLATION, NUMBER, OWNER, REPO, SOURCE, World
+from tests.bot.flow import EXAMPLES, HEAD, INSTALLATION, NUMBER, OWNER, REPO, SOURCE, World, pr_event
 from tests.fake_github import added_file_patch, fake_sha
 
 RUN = "/kernelize models/layers.py::RMSNorm"
-
-
-def _pr_event(action: str, head: str, sender: str = "maintainer", **pr: Any) -> dict[str, Any]:
-    payload = json.loads((EXAMPLES / f"pull_request/{action}.payload.json").read_text())
-    payload["repository"]["full_name"] = f"{OWNER}/{REPO}"
-    payload["installation"] = {"id": INSTALLATION, "node_id": "x"}
-    payload["pull_request"].update(number=NUMBER, state="open", draft=False, **pr)
-    payload["pull_request"]["head"]["sha"] = head
-    payload["sender"].update(login=sender, type="User")
-    return payload
-
-
-def _suggestions(world: World) -> list[Suggestion]:
-    with world.sessions() as session:
-        rows = session.query(Suggestion).order_by(Suggestion.id).all()
-        for s in rows:
-            _ = s.events  # loaded before the session closes
-        return rows
 
 
 def _push(
@@ -46,7 +27,7 @@ def _push(
     world.fake.push(OWNER, REPO, NUMBER, sha, files)
     world.fake.set_file(OWNER, REPO, sha, "models/layers.py", text)
     world.fake.set_commit(OWNER, REPO, sha, message, author)
-    assert world.post("pull_request", _pr_event("synchronize", sha)).status_code == 202
+    assert world.post("pull_request", pr_event("synchronize", sha)).status_code == 202
 
 
 def _applied_source(code: str) -> str:
@@ -66,7 +47,7 @@ def _thumbs(world: World, comment_id: int, login: str, content: str) -> None:
 
 def test_posted_applied_merged_with_feedback_and_stats(world: World) -> None:
     world.comment(RUN)
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert (s.status, s.head_sha, s.class_name, s.generator) == ("posted", HEAD, "RMSNorm", "files")
     assert s.comment_id is not None and s.comment_url and s.code_sha256
     original = tracking.class_source(SOURCE, "models/layers.py", "RMSNorm")
@@ -78,7 +59,7 @@ def test_posted_applied_merged_with_feedback_and_stats(world: World) -> None:
     # Someone pushes a commit unrelated to the class: still waiting.
     unrelated = SOURCE + "\n\n# a note\n"
     _push(world, fake_sha("head", 51), unrelated)
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert s.status == "posted"
 
     # "Apply suggestion": GitHub's commit, co-authored by the app's bot user, with the code in place.
@@ -89,7 +70,7 @@ def test_posted_applied_merged_with_feedback_and_stats(world: World) -> None:
     )
     _thumbs(world, s.comment_id, "fan", "+1")
     _push(world, applied_sha, _applied_source(s.code), message, author="maintainer")
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert (s.status, s.applied_sha, s.applied_by, s.applied_via_button) == (
         "applied",
         applied_sha,
@@ -100,15 +81,15 @@ def test_posted_applied_merged_with_feedback_and_stats(world: World) -> None:
 
     # The same delivery again (a replay) and the same push again: nothing changes.
     _push(world, applied_sha, _applied_source(s.code), message, author="maintainer")
-    assert [e.status for e in _suggestions(world)[0].events] == ["posted", "applied"]
+    assert [e.status for e in world.suggestions()[0].events] == ["posted", "applied"]
 
-    closed = _pr_event("closed", applied_sha, merged=True)
+    closed = pr_event("closed", applied_sha, merged=True)
     assert world.post("pull_request", closed).status_code == 202
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert s.status == "merged" and s.closed_at is not None
     assert [e.status for e in s.events] == ["posted", "applied", "merged"]
     assert world.post("pull_request", closed).status_code == 202  # a new delivery of the same close
-    assert [e.status for e in _suggestions(world)[0].events] == ["posted", "applied", "merged"]
+    assert [e.status for e in world.suggestions()[0].events] == ["posted", "applied", "merged"]
 
     # The stats API (public repository) and /kernelize stats agree with the database.
     stats = world.client.get(f"/api/v1/repos/{OWNER}/{REPO}/stats").json()
@@ -130,16 +111,16 @@ def test_posted_applied_merged_with_feedback_and_stats(world: World) -> None:
 
 def test_outdated_then_dismissed_by_a_resolved_thread_or_a_close(world: World) -> None:
     world.comment(RUN)
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     # The class changes in another way: the suggestion no longer fits its lines.
     changed = SOURCE.replace("self.eps = eps", "self.eps = float(eps)")
     _push(world, fake_sha("head", 61), changed)
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert s.status == "outdated" and s.events[-1].detail == "its lines changed otherwise"
 
     # A fresh run on the new head posts a new suggestion; resolving its thread dismisses it.
     world.comment(RUN)
-    first, second = _suggestions(world)
+    first, second = world.suggestions()
     assert (first.status, second.status) == ("outdated", "posted")
     thread = json.loads((EXAMPLES / "pull_request_review_thread/resolved.payload.json").read_text())
     thread["repository"]["full_name"] = f"{OWNER}/{REPO}"
@@ -148,20 +129,19 @@ def test_outdated_then_dismissed_by_a_resolved_thread_or_a_close(world: World) -
     thread["thread"]["comments"][0]["id"] = second.comment_id
     thread["sender"].update(login="maintainer", type="User")
     assert world.post("pull_request_review_thread", thread).status_code == 202
-    first, second = _suggestions(world)
+    first, second = world.suggestions()
     assert second.status == "dismissed" and "resolved" in second.events[-1].detail
 
     # Closing without merging leaves final states alone.
-    assert world.post("pull_request", _pr_event("closed", second.head_sha, merged=False)).status_code == 202
-    assert [s.status for s in _suggestions(world)] == ["outdated", "dismissed"]
+    assert world.post("pull_request", pr_event("closed", second.head_sha, merged=False)).status_code == 202
+    assert [s.status for s in world.suggestions()] == ["outdated", "dismissed"]
 
 
 def test_a_close_without_merging_dismisses_what_is_waiting_even_when_a_bot_closes_it(world: World) -> None:
     world.comment(RUN)
-    closed = _pr_event("closed", HEAD, sender="stale[bot]", merged=False)
-    closed["sender"]["type"] = "Bot"
+    closed = pr_event("closed", HEAD, sender="stale[bot]", merged=False)  # a bot: type "Bot"
     assert world.post("pull_request", closed).status_code == 202
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     assert s.status == "dismissed" and s.events[-1].detail == "pull request closed without merging"
 
 
@@ -183,12 +163,12 @@ def test_the_success_path_reads_as_success(world: World) -> None:
     """Posted → applied by the author → the re-run on the new head: the applied comment keeps its
     evidence and says so, the class is "already kernelized ✓" (not rejected), nothing new is posted."""
     world.comment(RUN)
-    [s] = _suggestions(world)
+    [s] = world.suggestions()
     [review] = world.reviews()
     evidence = review.comments[0].body
     applied_sha = fake_sha("head", 61)
     _push(world, applied_sha, _applied_source(s.code), "Apply suggestion", author="author")
-    assert _suggestions(world)[0].status == "applied"
+    assert world.suggestions()[0].status == "applied"
     world.comment(RUN)  # a maintainer asks again on the applied head
 
     [old] = world.reviews()  # nothing new to review

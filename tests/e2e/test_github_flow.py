@@ -13,18 +13,22 @@ import hashlib
 import hmac
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.fake_github import FakeGitHub, added_file_patch
+from bot import db
+from bot.models import Suggestion
+from runners.apply import applied
+from tests.fake_github import FakeGitHub, fake_sha, file_patch
 
 redis = pytest.importorskip("redis")
 
@@ -59,10 +63,18 @@ def _base_env() -> dict[str, str]:
 
 
 class World:
-    """The fake GitHub holding the octokit pull request, and the Kernelize processes around it."""
+    """The fake GitHub holding the octokit pull request, and the Kernelize processes around it.
+    ``files``: the pull request's files, path -> (text at its base or None for a new file, text at
+    its head); by default it adds tests/problems/layers.py as ``models/layers.py``."""
 
     def __init__(
-        self, tmp_path: Path, mode: str, broker: str, backend: str, extra_env: dict[str, str]
+        self,
+        tmp_path: Path,
+        mode: str,
+        broker: str,
+        backend: str,
+        extra_env: dict[str, str],
+        files: dict[str, tuple[str | None, str]] | None = None,
     ) -> None:
         self.tmp = tmp_path
         if mode == "redis":
@@ -74,16 +86,26 @@ class World:
         payload["pull_request"]["draft"] = False
         self.payload = payload
         self.source = (ROOT / "tests/problems/layers.py").read_text()
-        patch = added_file_patch(self.source.splitlines())
+        files = files or {"models/layers.py": (None, self.source)}
         self.fake = FakeGitHub()
         creds = self.fake.configure_app()
-        self.fake.adopt_payload(
-            payload, files=[{"filename": "models/layers.py", "status": "added", "patch": patch}]
-        )
+        specs = [
+            {
+                "filename": path,
+                "status": "added" if old is None else "modified",
+                "patch": file_patch(old, new),
+            }
+            for path, (old, new) in files.items()
+        ]
+        self.fake.adopt_payload(payload, files=specs)
         self.owner, self.repo = payload["repository"]["full_name"].split("/")
         self.number = payload["pull_request"]["number"]
         self.head = payload["pull_request"]["head"]["sha"]
-        self.fake.set_file(self.owner, self.repo, self.head, "models/layers.py", self.source)
+        self.base = payload["pull_request"]["base"]["sha"]
+        for path, (old, new) in files.items():
+            self.fake.set_file(self.owner, self.repo, self.head, path, new)
+            if old is not None:
+                self.fake.set_file(self.owner, self.repo, self.base, path, old)
         port = _free_port()
         self.url = f"http://127.0.0.1:{port}"
         # What a new user sets: the secret, the App and where GitHub is. Nothing else.
@@ -183,6 +205,25 @@ class World:
         payload["comment"].update(id=made.id, body=body)
         payload["sender"].update(login=login, type="User")
         return payload
+
+    def pull_request_payload(self, action: str, head: str, sender: str, **pr: Any) -> dict[str, Any]:
+        """The octokit ``pull_request`` payload for ``action`` on this pull request at ``head``, as
+        ``sender`` sent it (a bot when the login ends in ``[bot]``)."""
+        payload = json.loads((EXAMPLES / f"pull_request/{action}.payload.json").read_text())
+        payload["repository"] = self.payload["repository"]
+        payload["installation"] = self.payload["installation"]
+        payload["pull_request"].update(number=self.number, state="open", draft=False, **pr)
+        payload["pull_request"]["head"]["sha"] = head
+        payload["sender"].update(login=sender, type="Bot" if sender.endswith("[bot]") else "User")
+        return payload
+
+    def wait(self, what: str, done: Callable[[], Any], timeout: float = 300) -> Any:
+        """``done()``'s first true answer, polled; the processes' logs when it never comes."""
+        deadline = time.monotonic() + timeout
+        while not (found := done()):
+            assert time.monotonic() < deadline, f"{what}: never happened\n" + self.logs()
+            time.sleep(0.3)
+        return found
 
     def close(self) -> None:
         for p in self.procs.values():
@@ -311,4 +352,187 @@ def test_the_defaults_answer_a_pull_request_and_a_command(tmp_path: Path) -> Non
         ]
         w.fake.assert_clean()
     finally:
+        w.close()
+
+
+# A pull request that fixes ShiftedReLU (one line: the class is outside that hunk, so its kernel
+# can only be shown in the summary) and adds RMSNorm (wholly inside a hunk: a review suggestion).
+BLOCKS_BASE = """import torch
+from torch import nn
+
+
+class ShiftedReLU(nn.Module):
+    \"\"\"relu(x + shift), with a shift learned per feature.\"\"\"
+
+    def __init__(self, dim: int):
+        super().__init__()
+        self.shift = nn.Parameter(torch.linspace(-0.5, 0.5, dim))
+
+    def forward(self, x):
+        y = x + self.shift
+        return torch.clamp(y, min=0.0)
+"""
+BLOCKS_HEAD = (
+    BLOCKS_BASE.replace("torch.clamp(y, min=0.0)", "torch.relu(y)")
+    + """
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim: int, eps: float = 1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+"""
+)
+BLOCKS = "models/blocks.py"
+LIFE_BROKER, LIFE_BACKEND = "redis://127.0.0.1:6379/7", "redis://127.0.0.1:6379/8"
+_SUGGESTION_RE = re.compile(r"(`{3,})suggestion\n(.*?)\n\1", re.DOTALL)
+
+
+def _statuses(sessions: Any) -> dict[tuple[str, str], str]:
+    """(class, head sha) -> status, for every suggestion stored."""
+    with sessions() as session:
+        return {(s.class_name, s.head_sha): s.status for s in session.query(Suggestion)}
+
+
+def _summary(world: World) -> str:
+    key = (world.owner, world.repo, world.number)
+    [summary] = [c.body for c in world.fake.issue_comments[key] if "<!-- kernelize:summary -->" in c.body]
+    return summary
+
+
+@pytest.mark.timeout(1200)
+def test_a_pull_request_from_opened_to_merged(tmp_path: Path) -> None:
+    """Opened → a suggestion in the review and one in the summary → the author applies the review's
+    (their push, ``synchronize``) → the re-run says applied / already kernelized → a maintainer has
+    the summary's committed with ``/kernelize apply`` → the App's own push is tracked → merged: every
+    suggestion ends merged. Web, a github worker and a GPU worker as processes, on Redis."""
+    w = World(tmp_path, "redis", LIFE_BROKER, LIFE_BACKEND, {}, files={BLOCKS: (BLOCKS_BASE, BLOCKS_HEAD)})
+    fake, owner, repo, number, key = w.fake, w.owner, w.repo, w.number, (w.owner, w.repo, w.number)
+    engine = db.make_engine(f"sqlite:///{tmp_path / 'kz.db'}")
+    sessions = db.session_factory(engine)
+    try:
+        fake.set_permission(owner, repo, "maintainer", "write")
+        branch = fake.pull(owner, repo, number).head_ref
+
+        # 1. Opened: RMSNorm as a review suggestion; ShiftedReLU's kernel in the summary, with the command.
+        assert w.post("life-opened").status_code == 202
+        w.wait_for_completed_check()
+        [check] = fake.check_runs[(owner, repo)]
+        assert check.conclusion == "success", check.output
+        [review] = fake.reviews[key]
+        [line] = review.comments
+        assert line.body.startswith("<!-- kernelize:suggestion target=models/blocks.py::RMSNorm")
+        assert "**Kernelize**: a Triton version of `RMSNorm` that passed every correctness check" in line.body
+        assert "Speed: **not measured (no GPU)**" in line.body
+        evidence = line.body.split("```suggestion")[0].strip()
+        summary = _summary(w)
+        assert w.head[:7] in summary
+        assert "times are **not measured (no GPU)**" in summary and "not measured (no GPU)" in summary
+        assert "`ShiftedReLU` (lines 5–14) is not inside one hunk of the diff" in summary
+        assert "<details><summary>Code to replace <code>ShiftedReLU</code>" in summary
+        assert f"`/kernelize apply {BLOCKS}::ShiftedReLU` to have Kernelize commit this code" in summary
+        assert "`/kernelize apply Class` commits a suggestion to this branch" in summary
+        assert "rejected" not in summary
+        assert _statuses(sessions) == {("RMSNorm", w.head): "posted", ("ShiftedReLU", w.head): "posted"}
+
+        # 2. The author applies the review's suggestion (GitHub's button makes this commit) and pushes.
+        found = _SUGGESTION_RE.search(line.body)
+        assert found is not None and line.start_line is not None
+        second = applied(BLOCKS_HEAD, line.start_line, line.line, found.group(2) + "\n")
+        head2 = fake_sha("life", 2)
+        fake.push(
+            owner,
+            repo,
+            number,
+            head2,
+            [{"filename": BLOCKS, "status": "modified", "patch": file_patch(BLOCKS_BASE, second)}],
+        )
+        fake.set_file(owner, repo, head2, BLOCKS, second)
+        fake.set_commit(
+            owner,
+            repo,
+            head2,
+            "Apply suggestion from @kernelize[bot]\n\n"
+            "Co-authored-by: kernelize[bot] <1+kernelize[bot]@users.noreply.github.com>",
+            author="Codertocat",
+        )
+        pushed = w.pull_request_payload("synchronize", head2, "Codertocat")
+        assert w.post("life-synchronize", payload=pushed).status_code == 202
+        w.wait_for_completed_check(count=2)
+        check2 = fake.check_runs[(owner, repo)][-1]
+        assert check2.head_sha == head2 and "already kernelized ✓" in check2.output["summary"]
+        [review] = fake.reviews[key]  # nothing new for the review: ShiftedReLU is still outside one hunk
+        assert review.body.startswith(
+            f"**Applied ✓:** this review's suggestions are in the pull request (`{head2[:7]}`)"
+        )
+        [line] = review.comments
+        assert line.body.startswith(f"**Applied ✓** in `{head2[:7]}`") and evidence in line.body
+        assert "```suggestion" not in line.body and "Outdated" not in line.body
+        summary = _summary(w)
+        assert head2[:7] in summary and "already kernelized ✓" in summary
+        assert f"verified on `{w.head[:7]}`" in summary and "not run again" in summary
+        assert "rejected" not in summary and "outdated" not in summary.lower()
+        assert f"`/kernelize apply {BLOCKS}::ShiftedReLU`" in summary
+        assert _statuses(sessions) == {
+            ("RMSNorm", w.head): "applied",
+            ("ShiftedReLU", w.head): "posted",
+            ("ShiftedReLU", head2): "posted",
+        }
+
+        # 3. A maintainer has the summary's kernel committed to the branch.
+        command = w.command_payload("maintainer", f"/kernelize apply {BLOCKS}::ShiftedReLU")
+        assert w.post("life-apply", "issue_comment", command).status_code == 202
+        reply = w.wait(
+            "the apply reply",
+            lambda: next((c.body for c in fake.issue_comments[key] if "kernelize:apply" in c.body), None),
+        )
+        head3 = fake.repo(owner, repo).refs[branch]
+        assert head3 not in (w.head, head2) and fake.pull(owner, repo, number).head_sha == head3
+        assert reply.startswith(
+            f"Committed Kernelize's suggestion for `{BLOCKS}::ShiftedReLU` to `{branch}` as [`{head3[:7]}`]("
+        )
+        assert f"verified on `{head2[:7]}`" in reply
+        third = fake.repo(owner, repo).trees[head3][BLOCKS].decode()
+        with sessions() as session:
+            verified = session.query(Suggestion).filter_by(class_name="ShiftedReLU", head_sha=head2).one()
+            assert verified.status == "applied" and verified.applied_sha == head3
+            assert third == applied(second, verified.start_line, verified.end_line, verified.code)
+        assert "_shifted_relu_kernel" in third and found.group(2) in third  # RMSNorm's kernel kept
+        author, message = fake.commit_details[head3]
+        assert author == "kernelize[bot]"
+        assert message.startswith("Kernelize: apply the verified Triton version of ShiftedReLU")
+        assert "speed not measured" in message and f"head={head2}" in message
+        assert [r.content for r in fake.reactions[("issue_comment", command["comment"]["id"])]] == [
+            "eyes",
+            "rocket",
+        ]
+
+        # 4. GitHub reports the App's own push: tracked (the first run's ShiftedReLU code is there too),
+        # never run again.
+        own = w.pull_request_payload("synchronize", head3, "kernelize[bot]")
+        assert w.post("life-own-push", payload=own).status_code == 202
+        w.wait("the push tracked", lambda: _statuses(sessions)[("ShiftedReLU", w.head)] == "applied")
+        assert _statuses(sessions)[("ShiftedReLU", head2)] == "applied"
+        assert len(fake.check_runs[(owner, repo)]) == 2
+
+        # 5. Merged: every suggestion that is in the code is merged.
+        fake.pull(owner, repo, number).state, fake.pull(owner, repo, number).merged = "closed", True
+        closed = w.pull_request_payload("closed", head3, "maintainer", merged=True)
+        closed["pull_request"]["state"] = "closed"
+        assert w.post("life-merged", payload=closed).status_code == 202
+        w.wait("merged", lambda: set(_statuses(sessions).values()) == {"merged"})
+        with sessions() as session:
+            rows = {(s.class_name, s.head_sha): s for s in session.query(Suggestion)}
+            history = {k: [e.status for e in s.events] for k, s in rows.items()}
+            assert history == {k: ["posted", "applied", "merged"] for k in rows}
+            assert rows[("RMSNorm", w.head)].applied_via_button
+            assert rows[("ShiftedReLU", head2)].events[1].detail == "committed by /kernelize apply"
+        stats = httpx.get(f"{w.url}/api/v1/repos/{owner}/{repo}/stats", timeout=10).json()
+        assert (stats["posted"], stats["merged"], stats["acceptance_rate"]) == (3, 3, 1.0)
+        fake.assert_clean()
+    finally:
+        engine.dispose()
         w.close()

@@ -30,7 +30,7 @@ with ``creds.client_id``/``creds.client_secret``) hand out a ``ghu_`` token for 
 
 A test that sends invalid requests on purpose takes them back with ``fake.take_violations()``.
 See ``server.py`` for everything the fake enforces, ``diff.py`` for patch helpers
-(``make_patch``, ``added_file_patch``) and ``openapi.py`` for the schema checking.
+(``make_patch``, ``added_file_patch``, ``file_patch``) and ``openapi.py`` for the schema checking.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from collections.abc import Iterator
 import pytest
 
 from .base import AppCredentials
-from .diff import added_file_patch, make_patch, parse_patch
+from .diff import added_file_patch, file_patch, make_patch, parse_patch
 from .keys import make_app_key, shared_app_key
 from .openapi import load_spec, to_json_schema
 from .server import FakeGitHub
@@ -55,6 +55,7 @@ __all__ = [
     "fake_github",
     "fake_github_fixture",
     "fake_sha",
+    "file_patch",
     "load_spec",
     "make_app_key",
     "make_patch",

@@ -15,6 +15,7 @@ patch below the first ``@@`` header (later ``@@`` headers count too).
 
 from __future__ import annotations
 
+import difflib
 import re
 from dataclasses import dataclass, field
 
@@ -176,3 +177,12 @@ def make_patch(hunks: list[tuple[int, int, list[str]]]) -> str:
 def added_file_patch(lines: list[str]) -> str:
     """The patch GitHub shows for a new file made of ``lines``."""
     return "\n".join([f"@@ -0,0 +1,{len(lines)} @@", *(f"+{line}" for line in lines)])
+
+
+def file_patch(old: str | None, new: str) -> str:
+    """The patch GitHub shows for a file that was ``old`` (None: not there) and is ``new``: unified
+    hunks with three lines of context, without the ``---``/``+++`` header."""
+    if old is None:
+        return added_file_patch(new.splitlines())
+    rows = list(difflib.unified_diff(old.splitlines(), new.splitlines(), n=3, lineterm=""))
+    return "\n".join(rows[2:])  # past the ---/+++ header (a removed "-- x" line is a row too)

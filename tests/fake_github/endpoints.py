@@ -7,6 +7,8 @@ the fake's state (``self.repos``, ``self.pulls``, ``self.reviews``...) under its
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import urllib.parse
 from collections import defaultdict
@@ -27,6 +29,7 @@ from .base import (
     to_sentence,
     utc_now,
 )
+from .diff import file_patch
 from .render import Renderer, node_id, role_permissions
 from .state import (
     CheckRun,
@@ -73,6 +76,9 @@ ROUTES: dict[tuple[str, str], Route] = {
     ("GET", "/rate_limit"): _r("get_rate_limit", "any"),
     ("GET", "/repos/{owner}/{repo}"): _r("get_repo", "repo", _MD),
     ("GET", "/repos/{owner}/{repo}/contents/{path}"): _r("get_contents", "repo", ("contents", "read")),
+    ("PUT", "/repos/{owner}/{repo}/contents/{path}"): _r(
+        "put_contents", "repo", ("contents", "write"), write=True
+    ),
     ("GET", "/repos/{owner}/{repo}/commits/{ref}"): _r("get_commit", "repo", ("contents", "read")),
     ("GET", "/repos/{owner}/{repo}/git/blobs/{file_sha}"): _r("get_blob", "repo", ("contents", "read")),
     ("GET", "/repos/{owner}/{repo}/git/trees/{tree_sha}"): _r("get_tree", "repo", ("contents", "read")),
@@ -166,6 +172,7 @@ class Endpoints:
     check_runs: defaultdict[tuple[str, str], list[CheckRun]]
     reactions: defaultdict[tuple[Any, ...], list[Reaction]]
     _check_suites: dict[tuple[str, str, str], int]
+    commit_details: dict[str, tuple[str | None, str]]
     _api: str
 
     if TYPE_CHECKING:
@@ -175,6 +182,15 @@ class Endpoints:
         def _bucket(self, identity: str) -> list[float]: ...
 
         def role_of(self, repo: Repo, login: str) -> str: ...
+
+        def push(
+            self,
+            owner: str,
+            repo: str,
+            number: int,
+            head_sha: str,
+            files: list[dict[str, Any]] | None = None,
+        ) -> Pull: ...
 
         def issue_token(
             self,
@@ -509,6 +525,79 @@ class Endpoints:
         if not entries:
             raise HTTPError(404, "Not Found")
         return Reply(200, [render.content_entry(repo, ref, p, d) for p, d in sorted(entries.items())])
+
+    def _h_put_contents(self, ctx: Ctx, route: Route) -> Reply:
+        """Create or replace one file on a branch: one new commit there (200 replaced, 201 created).
+        GitHub's rules: ``sha`` (the blob being replaced) is required for an existing file and must be
+        its blob (else 409, nothing written); the branch must exist. The branch moves to the commit,
+        and an open pull request whose head is that branch follows it, its files' patches made again
+        against its base (as GitHub does, and sends ``synchronize`` for)."""
+        repo = self._repo(ctx, route)
+        body = ctx.json
+        path = ctx.params["path"].strip("/")
+        branch = str(body.get("branch") or repo.default_branch).removeprefix("refs/heads/")
+        parent = repo.refs.get(branch)
+        if parent is None:
+            raise HTTPError(404, f"Branch {branch} not found")
+        _, tree = self._resolve_ref(repo, parent)
+        try:
+            data = base64.b64decode(body["content"], validate=True)
+        except (binascii.Error, ValueError):
+            raise HTTPError(422, "content is not valid Base64") from None
+        old = tree.get(path)
+        if old is not None and "sha" not in body:
+            raise HTTPError(422, 'Invalid request.\n\n"sha" wasn\'t supplied.')
+        if old is not None and body["sha"] != git_blob_sha(old):
+            raise HTTPError(409, f"{path} does not match {body['sha']}")
+        blob = git_blob_sha(data)
+        sha = fake_sha("commit", repo.full_name, parent, path, blob, body["message"])
+        repo.trees[sha] = {**tree, path: data}
+        repo.blobs[blob] = data
+        repo.commits.add(sha)
+        repo.refs[branch] = sha
+        author = ctx.actor.user
+        self.commit_details[sha] = (author.login if author else None, body["message"])
+        for pull in list(self.pulls.values()):
+            if pull.head_repo is repo and pull.head_ref == branch and pull.state == "open":
+                files = self._files_at(pull, path, data)
+                self.push(pull.repo.owner.login, pull.repo.name, pull.number, sha, files)
+        render = self._render()
+        answer = {
+            "content": render.content_entry(repo, branch, path, data),
+            "commit": render.file_commit(
+                repo, sha, parent, fake_sha("tree", repo.full_name, sha), body["message"], author
+            ),
+        }
+        return Reply(201 if old is None else 200, answer)
+
+    def _files_at(self, pull: Pull, path: str, data: bytes) -> list[dict[str, Any]]:
+        """The pull request's files once ``path`` holds ``data``: its patch made again against the
+        base (a file the base lacks is added; one the same as the base drops out of the list). Where
+        the fake does not know the base's tree, a modified file keeps its patch."""
+        base = pull.repo.trees.get(pull.base_sha)
+        before = base.get(path) if base is not None else None
+        out = [
+            {
+                "filename": f.filename,
+                "status": f.status,
+                "patch": f.patch,
+                "sha": f.sha,
+                "previous_filename": f.previous_filename,
+            }
+            for f in pull.files
+            if f.filename != path
+        ]
+        known = next((f for f in pull.files if f.filename == path), None)
+        if base is None and known is not None and known.status != "added":
+            out.append(
+                {"filename": path, "status": known.status, "patch": known.patch, "sha": git_blob_sha(data)}
+            )
+        elif before != data:
+            old_text = before.decode(errors="replace") if before is not None else None
+            patch = file_patch(old_text, data.decode(errors="replace"))
+            status = "added" if before is None else "modified"
+            out.append({"filename": path, "status": status, "patch": patch, "sha": git_blob_sha(data)})
+        return out
 
     def _h_get_blob(self, ctx: Ctx, route: Route) -> Reply:
         """A file's bytes by blob sha: how clients read files the contents API sends empty (> 1 MB)."""

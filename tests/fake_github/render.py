@@ -32,6 +32,8 @@ if TYPE_CHECKING:
 
 HTML = "https://github.com"
 EPOCH = "2024-01-01T00:00:00Z"
+# A commit's ``verification`` when it carries no signature (the fake signs nothing).
+UNSIGNED = {"verified": False, "reason": "unsigned", "signature": None, "payload": None, "verified_at": None}
 LARGE_FILE_BYTES = 1024 * 1024  # the contents API sends no content for files above 1 MB
 
 
@@ -341,13 +343,7 @@ class Renderer:
                 "message": message if message is not None else f"Commit {sha[:7]}",
                 "comment_count": 0,
                 "tree": {"sha": sha, "url": f"{base}/git/trees/{sha}"},
-                "verification": {
-                    "verified": False,
-                    "reason": "unsigned",
-                    "signature": None,
-                    "payload": None,
-                    "verified_at": None,
-                },
+                "verification": dict(UNSIGNED),
             },
             "author": self.user(author) if author else None,
             "committer": self.user(author) if author else None,
@@ -359,6 +355,31 @@ class Renderer:
             dels = sum(f.deletions for f in files)
             body["stats"] = {"additions": adds, "deletions": dels, "total": adds + dels}
         return body
+
+    def file_commit(
+        self, repo: Repo, sha: str, parent: str, tree: str, message: str, author: User | None
+    ) -> dict[str, Any]:
+        """The ``commit`` of a contents write (a git commit, as ``PUT .../contents/{path}`` answers)."""
+        base = f"{self.api}/repos/{repo.full_name}"
+        person = {"name": author.login if author else "GitHub", "email": "noreply@github.com", "date": EPOCH}
+        return {
+            "sha": sha,
+            "node_id": node_id("Commit", int(sha[:8], 16)),
+            "url": f"{base}/git/commits/{sha}",
+            "html_url": f"{HTML}/{repo.full_name}/commit/{sha}",
+            "author": person,
+            "committer": person,
+            "message": message,
+            "tree": {"url": f"{base}/git/trees/{tree}", "sha": tree},
+            "parents": [
+                {
+                    "url": f"{base}/git/commits/{parent}",
+                    "html_url": f"{HTML}/{repo.full_name}/commit/{parent}",
+                    "sha": parent,
+                }
+            ],
+            "verification": dict(UNSIGNED),
+        }
 
     # -- pull requests and issues ------------------------------------------------------------
 

@@ -41,7 +41,7 @@ Implemented endpoints (anything else in the description answers 404 and is liste
 GET /app, GET /app/installations[/{id}],
 POST /app/installations/{id}/access_tokens, GET /repos/{o}/{r}/installation,
 GET /installation/repositories, GET /user, GET /user/installations,
-GET /user/installations/{id}/repositories, GET /rate_limit, GET /repos/{o}/{r}, GET .../contents/{path},
+GET /user/installations/{id}/repositories, GET /rate_limit, GET /repos/{o}/{r}, GET/PUT .../contents/{path},
 GET .../commits/{ref}, GET .../collaborators/{u}/permission, GET .../pulls, GET .../pulls/{n},
 GET .../pulls/{n}/files, GET/POST .../pulls/{n}/reviews, GET .../pulls/{n}/reviews/{id}[/comments],
 GET/POST .../pulls/{n}/comments, POST .../pulls/{n}/comments/{id}/replies,

@@ -30,10 +30,10 @@ AUTHOR_ASSOCIATIONS = (
 )
 FILE_STATUSES = ("added", "removed", "modified", "renamed", "copied", "changed", "unchanged")
 REACTIONS = ("+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes")
-# What an installation may do unless told otherwise (a typical review bot's grant).
+# What an installation may do unless told otherwise: Kernelize's own grant (deploy/app-manifest.json).
 DEFAULT_INSTALLATION_PERMISSIONS = {
     "checks": "write",
-    "contents": "read",
+    "contents": "write",
     "issues": "write",
     "metadata": "read",
     "pull_requests": "write",

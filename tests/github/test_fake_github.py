@@ -521,6 +521,82 @@ def test_contents_at_a_ref(fake_github: FakeGitHub, bot: github.Github) -> None:
         repo.get_contents("models/missing.py", ref=HEAD)
 
 
+def test_contents_put_commits_to_a_branch_and_its_pull_request_follows(
+    fake_github: FakeGitHub, bot: github.Github
+) -> None:
+    fake_github.set_file("octo", "models", BASE, "models/net.py", "a\nb\nc\n")
+    fake_github.set_file("octo", "models", HEAD, "models/net.py", "a\nb\nc\nd\n")
+    fake_github.set_file("octo", "models", HEAD, "kernel.py", "import torch\n")
+    repo = bot.get_repo("octo/models")
+    blob = repo.get_contents("models/net.py", ref=HEAD).sha
+    made = repo.update_file(
+        "models/net.py", "Edit net\n\nMarker: 1", "a\nB\nc\nd\n", blob, branch="feature-5"
+    )
+    commit = made["commit"]
+    assert commit.sha != HEAD and commit.html_url.endswith(f"/octo/models/commit/{commit.sha}")
+    assert made["content"].path == "models/net.py"
+    # Later reads see the commit: by branch, by sha, the pull request's head and files, the commit.
+    assert repo.get_contents("models/net.py", ref="feature-5").decoded_content == b"a\nB\nc\nd\n"
+    assert repo.get_contents("models/net.py", ref=commit.sha).decoded_content == b"a\nB\nc\nd\n"
+    assert repo.get_contents("kernel.py", ref=commit.sha).decoded_content == b"import torch\n"  # kept
+    assert repo.get_contents("models/net.py", ref=HEAD).decoded_content == b"a\nb\nc\nd\n"  # unchanged
+    pull = repo.get_pull(5)
+    assert pull.head.sha == commit.sha and pull.head.ref == "feature-5"
+    files = {f.filename: f for f in pull.get_files()}
+    assert files["models/net.py"].status == "modified"
+    assert files["models/net.py"].patch == "@@ -1,3 +1,4 @@\n a\n-b\n+B\n c\n+d"
+    assert files["kernel.py"].patch == TWO_HUNKS  # the other files as they were
+    shown = repo.get_commit("feature-5")
+    assert shown.sha == commit.sha and shown.commit.message == "Edit net\n\nMarker: 1"
+    assert shown.author.login == "kernelize[bot]"
+    # A new file answers 201; no change to the pull request's other files.
+    created = repo.create_file("models/new.py", "Add new", "x = 1\n", branch="feature-5")
+    assert repo.get_contents("models/new.py", ref="feature-5").decoded_content == b"x = 1\n"
+    assert repo.get_pull(5).head.sha == created["commit"].sha
+    assert fake_github.requests_to("PUT", r"/contents/models/new.py$")[0].status == 201
+
+
+def test_contents_put_follows_githubs_rules(fake_github: FakeGitHub, app: AppCredentials) -> None:
+    fake_github.set_file("octo", "models", HEAD, "models/net.py", "a\n")
+    token = fake_github.issue_token(INSTALLATION)
+    repo = gh(fake_github, token, retry=None).get_repo("octo/models")
+    stale = "0" * 40
+    with pytest.raises(github.GithubException) as err:  # not the file's blob: nothing is written
+        repo.update_file("models/net.py", "m", "b\n", stale, branch="feature-5")
+    assert err.value.status == 409 and "does not match" in err.value.data["message"]
+    with pytest.raises(github.GithubException) as err:
+        repo.update_file("models/net.py", "m", "b\n", stale, branch="no-such-branch")
+    assert err.value.status == 404
+    url = f"{fake_github.base_url}/repos/octo/models/contents/models/net.py"
+    headers = {"Authorization": f"token {token}"}
+    no_sha = requests.put(
+        url, json={"message": "m", "content": "Yg==", "branch": "feature-5"}, headers=headers
+    )
+    assert no_sha.status_code == 422 and "sha" in no_sha.json()["message"]
+    assert repo.get_pull(5).head.sha == HEAD
+    reader = gh(
+        fake_github, fake_github.issue_token(INSTALLATION, permissions={"contents": "read"}), retry=None
+    )
+    sha = repo.get_contents("models/net.py", ref=HEAD).sha
+    with pytest.raises(github.GithubException) as err:  # an installation that may only read
+        reader.get_repo("octo/models").update_file("models/net.py", "m", "b\n", sha, branch="feature-5")
+    assert err.value.status == 403
+    # GitHub carries the write out and answers 502: the same write again finds the blob moved on.
+    fake_github.fail_next("PUT", r"/contents/models/net.py$", 502, after=True)
+    with pytest.raises(github.GithubException) as err:
+        repo.update_file("models/net.py", "m", "b\n", sha, branch="feature-5")
+    assert err.value.status == 502
+    head = repo.get_pull(5).head.sha
+    assert head != HEAD and repo.get_contents("models/net.py", ref=head).decoded_content == b"b\n"
+    with pytest.raises(github.GithubException) as err:
+        repo.update_file("models/net.py", "m", "b\n", sha, branch="feature-5")
+    assert err.value.status == 409
+    assert repo.get_pull(5).head.sha == head
+    invalid = requests.put(url, json={"message": "m"}, headers=headers)  # content is required
+    assert invalid.status_code == 422
+    assert [v.kind for v in fake_github.take_violations()] == ["body"]
+
+
 # -- failures, retries, rate limits ---------------------------------------------------------------
 
 
