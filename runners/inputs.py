@@ -267,11 +267,13 @@ def object_recipe(value: Any) -> dict[str, Any] | None:
     import dataclasses
 
     cls = type(value)
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        kwargs = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
-    elif any(c.__name__ == "PretrainedConfig" for c in cls.__mro__) and hasattr(value, "to_diff_dict"):
+    # transformers' config (PretrainedConfig, PreTrainedConfig in 5.x, itself a dataclass there):
+    # what differs from the defaults is what builds it again.
+    if any(c.__name__.lower() == "pretrainedconfig" for c in cls.__mro__) and hasattr(value, "to_diff_dict"):
         skip = ("transformers_version", "model_type")
         kwargs = {k: v for k, v in value.to_diff_dict().items() if k not in skip}
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        kwargs = {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.init}
     else:
         return None
     if not _plain(kwargs):
@@ -390,7 +392,7 @@ def _config_classes(namespace: Any, annotation: Any) -> list[type]:
             return False
         if dataclasses.is_dataclass(c):
             return True
-        return any(b.__name__ == "PretrainedConfig" for b in c.__mro__[1:])
+        return any(b.__name__.lower() == "pretrainedconfig" for b in c.__mro__[1:])
 
     if config_like(annotation):
         return [annotation]

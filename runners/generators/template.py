@@ -130,6 +130,11 @@ _spell("tanh", ("input",), "torch.nn.functional.tanh", "nn.Tanh")
 _spell("relu", ("input", "inplace"), "torch.nn.functional.relu", "nn.ReLU")
 _spell("silu", ("input", "inplace"), "torch.nn.functional.silu", "nn.SiLU")
 _spell("gelu", ("input", "approximate"), "torch.nn.functional.gelu", "nn.GELU")
+for _op in ("erf", "square"):
+    _spell(_op, ("input",), *_torch_and_method(_op))
+_spell("erf", ("input",), "torch.special.erf")
+_spell("mish", ("input", "inplace"), "torch.nn.functional.mish", "nn.Mish")
+_spell("softplus", ("input", "beta", "threshold"), "torch.nn.functional.softplus", "nn.Softplus")
 _spell("pow", ("input", "exponent"), "operator.pow", *_torch_and_method("pow"))
 _spell("clamp", ("input", "min", "max"), *_torch_and_method("clamp"), *_torch_and_method("clip"))
 _spell("clamp_min", ("input", "min"), *_torch_and_method("clamp_min"))
@@ -191,6 +196,12 @@ _UNARY = {
     "relu": "tl.maximum({a}, 0.0)",
     "silu": "{a} * tl.sigmoid({a})",
     "gelu": "0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))",  # 1 / sqrt(2)
+    "erf": "tl.erf({a})",
+    "square": "{a} * {a}",
+    # softplus with torch's defaults (beta 1, linear above 20), and mish = x * tanh(softplus(x));
+    # exp of at most 20, so the branch where() leaves out never overflows (nor does its gradient)
+    "softplus": "tl.where({a} > 20.0, {a}, tl.log(1.0 + tl.exp(tl.minimum({a}, 20.0))))",
+    "mish": "{a} * _tanh(tl.where({a} > 20.0, {a}, tl.log(1.0 + tl.exp(tl.minimum({a}, 20.0)))))",
     # sqrt(2 / pi) and the cubic coefficient of the tanh approximation
     "gelu_tanh": "0.5 * {a} * (1.0 + _tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
 }
@@ -378,6 +389,7 @@ class _Builder:
             **dict.fromkeys(_COMPARE, self._binary),
             **{op + "_": self._inplace for op in (*_UNARY, *_BINARY)},
             "gelu": self._gelu,
+            "softplus": self._softplus,
             "pow": self._pow,
             "clamp": self._clamp,
             "clamp_min": self._clamp,
@@ -671,6 +683,15 @@ class _Builder:
         if approximate not in ("none", "tanh"):
             raise self.fail(f"unsupported GELU approximation {approximate!r}")
         return self._unary("gelu" if approximate == "none" else "gelu_tanh", {"input": bound["input"]})
+
+    def _softplus(self, op: str, bound: dict[str, Any]) -> Value:
+        beta = self.constant(bound.get("beta", 1.0), "softplus beta")
+        threshold = self.constant(bound.get("threshold", 20.0), "softplus threshold")
+        if (beta, threshold) != (1.0, 20.0):
+            raise self.fail(
+                f"unsupported softplus beta={beta!r}, threshold={threshold!r}: only torch's defaults"
+            )
+        return self._unary("softplus", {"input": bound["input"]})
 
     def _binary(self, op: str, bound: dict[str, Any]) -> Value:
         a, b = self.operand(bound["input"]), self.operand(bound["other"])
@@ -1977,11 +1998,12 @@ def _context(tree: ast.Module, lines: list[str], needed: set[str], class_name: s
             continue
         if isinstance(node, ast.ImportFrom):
             if node.level or (node.module or "").split(".")[0] not in ALLOWED_IMPORTS:
-                raise Unsupported(f"the constructor needs {name!r} from {node.module or 'a relative import'}")
+                # The file's own import (``from ..activations import ACT2FN``): bound in the
+                # namespace the suggestion is checked in and lives in; never imported again here.
+                continue
         elif isinstance(node, ast.Import):
-            for alias in node.names:
-                if alias.name.split(".")[0] not in ALLOWED_IMPORTS:
-                    raise Unsupported(f"the constructor needs {name!r} from {alias.name}")
+            if any(alias.name.split(".")[0] not in ALLOWED_IMPORTS for alias in node.names):
+                continue
         else:
             todo.extend(sorted(_free_names([node]) - _bound(node), reverse=True))
         keep.append(node)

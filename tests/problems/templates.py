@@ -249,6 +249,13 @@ class SeparateSwiGLU(nn.Module):
         return F.silu(gate) * up
 
 
+class SmoothActivations(nn.Module):
+    """The activations transformers ships beyond GELU: erf, square, softplus and mish."""
+
+    def forward(self, x):
+        return torch.erf(x) + torch.square(F.relu(x)) * 0.5 + F.softplus(x) - F.mish(x)
+
+
 class GatedRMSNorm(nn.Module):
     """SwiGLU on split halves, then an RMSNorm of the result: one row kernel."""
 

@@ -648,3 +648,20 @@ class Block(nn.Module):
     exec(compile(text, "problem.py", "exec"), ns)
     model = ns["Model"](*ns["get_init_inputs"]())  # type: ignore[operator]
     assert model(*ns["get_inputs"]()).shape == (2, 64)  # type: ignore[operator]
+
+
+def test_a_transformers_config_travels_as_the_fields_that_differ_from_its_defaults():
+    """transformers 5's PreTrainedConfig is itself a dataclass with fields no recipe can carry
+    (dtypes, nested configs): what ``to_diff_dict`` gives is what builds it again."""
+    import json
+
+    from transformers.models.llama import configuration_llama
+
+    from runners.inputs import small_config
+
+    config = small_config(configuration_llama.LlamaConfig)
+    assert (config.hidden_size, config.num_attention_heads, config.num_hidden_layers) == (64, 4, 2)
+    spec = json.loads(json.dumps(infer_spec(config)))
+    assert spec["object"]["class"] == "LlamaConfig"
+    [again] = make_values([spec], 0, "cpu", configuration_llama)
+    assert (again.hidden_size, again.intermediate_size, again.vocab_size) == (64, 128, 256)

@@ -64,6 +64,7 @@ SUPPORTED = {
     "TorchChunkSwiGLU": "_sigmoid_mul_kernel",
     "SeparateSwiGLU": "_silu_mul_kernel",
     "GatedRMSNorm": "_rms_norm_fwd_kernel",
+    "SmoothActivations": "_erf_relu_square_mul_kernel",
 }
 # Supported classes whose kernel gets no backward (a boolean output has no gradient): training keeps
 # the original path. Every other one gets a fused Triton backward.
