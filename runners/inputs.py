@@ -16,6 +16,7 @@ lazily so configs can be parsed without it.
 from __future__ import annotations
 
 import inspect
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -490,20 +491,68 @@ def forward_arity(module: torch.nn.Module) -> int:
     )
 
 
+def _yaml_init_value(name: str, configs: Sequence[str]) -> str:
+    """A constructor argument for the snippet's config entry: a config object of the file's config
+    class where the name says so, the name guess where there is one, else null to fill in."""
+    if configs and any(w in name.lower() for w in ("config", "cfg", "args", "params")):
+        return f"{{class: {configs[0]}, kwargs: {{}}}}"
+    if name in _NAME_GUESSES:
+        return (
+            yaml.safe_dump(_NAME_GUESSES[name], default_flow_style=True).strip().removesuffix("...").strip()
+        )
+    return "null"
+
+
 def snippet(
-    class_name: str, rel_path: str, init_params: tuple[str, ...], forward_params: tuple[str, ...]
+    class_name: str,
+    rel_path: str,
+    init_params: tuple[str, ...],
+    forward_params: tuple[str, ...],
+    configs: Sequence[str] = (),
+    classes_in_file: int = 1,
 ) -> str:
-    """What to paste to make a module buildable: KernelBench functions or a config entry."""
+    """What to paste to make a module buildable: a config entry for this one class (its
+    constructor arguments by name, a config object of ``configs``, the file's config classes, where
+    the name says so; null where nothing can be proposed), or KernelBench functions, which every
+    class of the file would use."""
     init = [p for p in init_params if not p.startswith("*")]
     fwd = [p for p in forward_params if not p.startswith("*")] or ["x"]
+    kwargs = ", ".join(f"{p}: {_yaml_init_value(p, configs)}" for p in init)
+    nulls = [p for p in init if _yaml_init_value(p, configs) == "null"]
+    todo = f"  # fill in: {', '.join(nulls)}" if nulls else ""
+    cfg_inputs = "\n".join(f"      - {{shape: [8, 64], dtype: float32}}  # {p}" for p in fwd)
     init_args = ", ".join(f"{p}_value" for p in init)
     tensors = ", ".join("torch.randn(8, 64)" for _ in fwd)
-    cfg_init = "[" + ", ".join(f"<{p}>" for p in init) + "]"
-    cfg_inputs = "\n".join(f"      - {{shape: [8, 64], dtype: float32}}  # {p}" for p in fwd)
+    every = ""
+    if classes_in_file > 1:
+        every = f"; every one of its {classes_in_file} module classes would use them"
     return (
-        f"# in {rel_path}, next to {class_name} (KernelBench convention):\n"
+        f"# in .github/kernelize.yml:\n"
+        f"modules:\n  {rel_path}::{class_name}:\n    init: {{kwargs: {{{kwargs}}}}}{todo}\n"
+        f"    inputs:\n{cfg_inputs}\n\n"
+        f"# or in {rel_path}, next to {class_name} (KernelBench convention{every}):\n"
         f"def get_init_inputs():\n    return [{init_args}]  # constructor arguments\n\n"
-        f"def get_inputs():\n    return [{tensors}]  # forward({', '.join(fwd)})\n\n"
-        f"# or in .github/kernelize.yml:\n"
-        f"modules:\n  {rel_path}::{class_name}:\n    init: {cfg_init}\n    inputs:\n{cfg_inputs}\n"
+        f"def get_inputs():\n    return [{tensors}]  # forward({', '.join(fwd)})\n"
     )
+
+
+def config_class_names(source: str) -> list[str]:
+    """Config classes a file defines or imports, by reading it: dataclasses and classes whose name
+    or base says Config (``GPTConfig``, ``LlamaConfig(PretrainedConfig)``, ``ModelArgs``)."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    found: list[str] = []
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef):
+            deco = any("dataclass" in ast.unparse(d) for d in node.decorator_list)
+            named = any(w in node.name for w in ("Config", "Args"))
+            based = any("Config" in ast.unparse(b) for b in node.bases)
+            if deco or (named and (based or not node.bases)) or based:
+                found.append(node.name)
+        elif isinstance(node, ast.ImportFrom):
+            found += [a.asname or a.name for a in node.names if a.name.endswith("Config")]
+    return list(dict.fromkeys(found))

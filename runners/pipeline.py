@@ -33,7 +33,7 @@ from runners.fallback import (
     with_eager_path,
 )
 from runners.generators.base import Candidate, Generator, GeneratorDeclined, GeneratorError, Problem
-from runners.inputs import ModuleEntry, snippet
+from runners.inputs import ModuleEntry, config_class_names, snippet
 from runners.judge import (
     CANDIDATE_OUTPUTS,
     COMPILE_KERNELS,
@@ -195,6 +195,8 @@ def kernelize_judged(
                 problem.rel_path,
                 problem.module.init_params,
                 problem.module.forward_params,
+                config_class_names(problem.source),
+                len(find_modules(problem.source, problem.file)),
             )
             progress(f"{problem.target}: skipped: {report.reason}")
             return report, None

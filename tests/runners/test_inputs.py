@@ -13,6 +13,7 @@ import torch.nn as nn
 from runners.inputs import (
     ConfigError,
     ModuleEntry,
+    config_class_names,
     forward_arity,
     guess_init_kwargs,
     guess_input_specs,
@@ -488,21 +489,36 @@ def test_snippet_for_an_unbuildable_class():
     assert "def get_inputs():" in text
     assert "return [config_value]" in text
     assert "forward(x, mask)" in text
-    assert "# in pkg/layers.py, next to NeedsConfig" in text
-    python, _, yaml_part = text.partition("# or in .github/kernelize.yml:\n")
-    ast.parse(python)  # pastes as valid Python
-    assert yaml_part.startswith("modules:\n  pkg/layers.py::NeedsConfig:\n")
+    assert "# or in pkg/layers.py, next to NeedsConfig (KernelBench convention):" in text
+    yaml_part, _, python = text.partition("\n# or in ")
+    ast.parse(python.partition("\n")[2])  # pastes as valid Python
+    assert yaml_part.startswith("# in .github/kernelize.yml:\nmodules:\n  pkg/layers.py::NeedsConfig:\n")
     entries = load_module_entries("snippet.yml", yaml_part)  # and as a valid config entry
     entry = entries["pkg/layers.py::NeedsConfig"]
-    assert entry.init_args == [{"value": "<config>"}]
+    assert entry.init_kwargs == {"config": {"value": None}}  # null: to fill in, and it says so
+    assert "init: {kwargs: {config: null}}  # fill in: config" in text
     assert len(entry.inputs) == 2
     assert all(s["tensor"]["shape"] == [8, 64] for s in entry.inputs)
+
+
+def test_the_snippet_proposes_the_files_config_class_and_the_name_guesses():
+    """A config entry for the one class it names (KernelBench functions would serve every class of
+    the file, and it says so), with a config object of the file's config class and known sizes."""
+    source = "from dataclasses import dataclass\n\n\n@dataclass\nclass GPTConfig:\n    n_embd: int = 8\n"
+    configs = config_class_names(source + "from transformers import LlamaConfig\n")
+    assert configs == ["GPTConfig", "LlamaConfig"]
+    text = snippet("Block", "m.py", ("config", "ndim", "bias"), ("x",), configs, classes_in_file=3)
+    assert "init: {kwargs: {config: {class: GPTConfig, kwargs: {}}, ndim: 64, bias: true}}\n" in text
+    assert "(KernelBench convention; every one of its 3 module classes would use them)" in text
+    entry = load_module_entries("s.yml", text.partition("\n# or in ")[0])["m.py::Block"]
+    assert entry.init_kwargs["config"] == {"object": {"class": "GPTConfig", "kwargs": {}}}
+    assert entry.init_kwargs["ndim"] == {"value": 64}
 
 
 def test_snippet_skips_star_parameters():
     text = snippet("Any", "a.py", ("dim", "*args", "**kwargs"), ("*xs",))
     assert "return [dim_value]" in text
-    assert "init: [<dim>]" in text
+    assert "init: {kwargs: {dim: 64}}" in text
     assert "forward(x)" in text
     assert "*args" not in text and "**kwargs" not in text and "xs" not in text
 
