@@ -112,7 +112,7 @@ def test_honest_controls_stay_correct_on_every_family(verdicts, suite):
 
 def test_every_file_in_the_suite_has_an_expectation():
     listed = {(s, n) for s, n, _, _ in CAUGHT} | {(s, "ok.py") for s in [*SUITES, "timing"]}
-    listed |= {("timing", n) for n, _, _ in TIMING_CAUGHT}
+    listed |= {("timing", n) for n, _, _ in TIMING_CAUGHT} | {("timing", "forged_half.py")}
     # Cheats only a GPU shows: their expectations are in tests/runners/test_gpu.py.
     listed |= {
         ("timing_cuda", n)
@@ -201,6 +201,20 @@ def test_each_timing_cheat_is_caught(timed, name, status, fragment):
         assert "the original's" in c.reason and "allowed" in c.reason  # the evidence
     if name == "forged_reply.py":
         assert "the judge's clock saw" in c.reason
+
+
+def test_a_halved_claim_is_timed_by_the_judges_clock(timed):
+    """Times understated by half sit where the clock credits instead of rejecting (an honest call
+    whose Python costs more than its kernel sits there too): its time is what the judge's clock saw,
+    so the halving buys nothing. Without the rule its claimed half would be its figure."""
+    ok, half = timed["ok.py"], timed["forged_half.py"]
+    assert half.status.value == "correct", half.reason
+    clock = half.provenance["judge"]["clock"]
+    assert any(n.startswith("timing: timed by the judge's clock") for n in half.notes), half.notes
+    assert half.median_ms == pytest.approx(clock["seen_ms_per_call"])
+    assert half.median_ms > 1.4 * clock["claimed_ms_per_call"]
+    assert half.timings["candidate"].median_ms == half.median_ms  # what the speedup is computed from
+    assert "claimed_ms_per_call" not in ok.provenance["judge"]["clock"]  # the honest claim stands
 
 
 def test_a_planted_pyc_never_becomes_the_reference(cli, tmp_path):
