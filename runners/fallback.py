@@ -417,7 +417,8 @@ def _keep_the_class_frame(code: str, orig_lines: list[str], orig_cls: ast.ClassD
     ``@use_kernel_forward_from_hub(...)`` must survive), its base classes and its docstring, where
     the generated class has none of its own. Only the computation is the suggestion's to change."""
     lines = code.splitlines()
-    cls = _top_class(pyast.parse(code), class_name, "the combined code")
+    tree = pyast.parse(code)
+    cls = _top_class(tree, class_name, "the combined code")
     orig_header = orig_lines[orig_cls.lineno - 1]
     body = cls.body[0]
     has_doc = (
@@ -434,7 +435,7 @@ def _keep_the_class_frame(code: str, orig_lines: list[str], orig_cls: ast.ClassD
         lines[body.lineno - 1 : body.lineno - 1] = [*doc_lines, ""]
     # The original's spelling of the base, where it is nn.Module by a name this code binds too.
     bases = [ast.unparse(b) for b in orig_cls.bases]
-    imports = (n for n in pyast.parse(code).body if isinstance(n, ast.Import | ast.ImportFrom))
+    imports = (n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom))
     bound = {a.asname or a.name.split(".")[0] for n in imports for a in n.names}
     plain = len(bases) == 1 and bases[0] in ("nn.Module", "torch.nn.Module", "Module")
     one_line = orig_header.rstrip().endswith(":") and lines[cls.lineno - 1].rstrip().endswith(":")

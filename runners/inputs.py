@@ -517,8 +517,9 @@ def snippet(
     class of the file would use."""
     init = [p for p in init_params if not p.startswith("*")]
     fwd = [p for p in forward_params if not p.startswith("*")] or ["x"]
-    kwargs = ", ".join(f"{p}: {_yaml_init_value(p, configs)}" for p in init)
-    nulls = [p for p in init if _yaml_init_value(p, configs) == "null"]
+    values = {p: _yaml_init_value(p, configs) for p in init}
+    kwargs = ", ".join(f"{p}: {v}" for p, v in values.items())
+    nulls = [p for p, v in values.items() if v == "null"]
     todo = f"  # fill in: {', '.join(nulls)}" if nulls else ""
     cfg_inputs = "\n".join(f"      - {{shape: [8, 64], dtype: float32}}  # {p}" for p in fwd)
     init_args = ", ".join(f"{p}_value" for p in init)

@@ -266,13 +266,10 @@ def package_root(file: str) -> str | None:
 def problem_paths(file: str, root: str | None) -> list[str]:
     """What a runner of the module in ``file`` reads: its repository (``root``), else its folder;
     and the package it belongs to, where that lies outside them (its relative imports)."""
-    paths = [root or os.path.dirname(os.path.abspath(file)), file]
+    base = root or os.path.dirname(os.path.abspath(file))
     package = package_root(file)
-    if package is not None and not any(
-        package == p or package.startswith(p.rstrip("/") + "/") for p in paths[:1]
-    ):
-        paths.append(package)
-    return paths
+    inside = package is not None and (package + "/").startswith(base.rstrip("/") + "/")
+    return [base, file] if package is None or inside else [base, file, package]
 
 
 @functools.cache
