@@ -339,6 +339,11 @@ def test_the_defaults_answer_a_pull_request_and_a_command(tmp_path: Path) -> Non
         assert check.conclusion == "success", check.output
         [review] = w.fake.reviews[(w.owner, w.repo, w.number)]
         assert any("```suggestion" in c.body for c in review.comments)
+        # Progress reached the check run on the defaults too (the embedded broker carries the
+        # progress task beside the others): an update while still in progress names the module.
+        updates = [r.json for r in w.fake.requests_to("PATCH", r"/check-runs/\d+$") if r.status == 200]
+        during = [u for u in updates if u.get("status") != "completed" and u.get("output")]
+        assert any("::" in u["output"].get("summary", "") for u in during), updates
 
         started = time.monotonic()
         command = w.post("defaults-2", "issue_comment", w.command_payload("maintainer", "/kernelize"))
