@@ -211,8 +211,14 @@ def kernelize_judged(
         ]
 
         problem.build = build
+        # The first candidate's runner imports while the generators work; each next one while the
+        # one before it runs.
+        ahead = _Ahead(lambda: start_runner(problem, settings, env, judge), runs_ahead(settings))
+        stack.callback(ahead.close)
+        ahead.prepare()
         candidates = _collect(problem, generators, settings, report, progress)
         rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
+        left = sum(why is None for why in rejected)
         for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
             if why is not None:
                 report.candidates.append(why)
@@ -220,8 +226,10 @@ def kernelize_judged(
                     f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: {why.reason}"
                 )
                 continue
+            left -= 1
             progress(f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id} ...")
-            result = evaluate_candidate(problem, cand, prep, settings, env, judge)
+            runner = ahead.take(more=left > 0)
+            result = evaluate_candidate(problem, cand, prep, settings, env, judge, runner=runner)
             result = _without_wrong_backward(problem, cand, result, prep, settings, env, judge)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
@@ -230,6 +238,7 @@ def kernelize_judged(
                 f"{result.status.value}{extra}"
             )
         # The choice, checked further before it is suggested (memory accesses, above 2^31 elements).
+        ahead.close()
         check_chosen(
             problem, candidates, settings, env, judge, report, lambda: choose_best(report, settings), progress
         )
@@ -470,6 +479,71 @@ def _without_wrong_backward(
     return again
 
 
+AHEAD_MIN_CORES = 4  # where runs are timed: an importing runner takes a core of its own
+
+
+def runs_ahead(settings: Settings) -> bool:
+    """Whether the next candidate's runner may start while one runs: always when nothing is timed,
+    else only with cores to spare, so that its imports never share a core with a timed run."""
+    timed = settings.device == "cuda" or settings.time_on_cpu
+    return not timed or len(os.sched_getaffinity(0)) >= AHEAD_MIN_CORES
+
+
+@dataclass
+class Runner:
+    """A candidate's sandbox, started ahead: ``folder`` (read-only inside) takes its file when it runs."""
+
+    sandbox: sandbox.Started
+    folder: Path
+
+    def __enter__(self) -> Runner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self.sandbox.close()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+def start_runner(problem: Problem, settings: Settings, env: dict[str, str], judge: Judge) -> Runner:
+    """Start a candidate's sandbox: its Python imports the checks (torch, Triton) and waits for the
+    request; nothing of the candidate is in it until then."""
+    folder = Path(tempfile.mkdtemp(prefix="kernelize-cand-"))
+    started = sandbox.start(
+        "runners.verify:evaluate",
+        device=settings.device,
+        env=env,
+        python=settings.python,
+        readable=[*sandbox.problem_paths(problem.file, problem.root), folder, judge.inputs_path],
+    )
+    return Runner(started, folder)
+
+
+class _Ahead:
+    """Hands out candidate runners, the next one started while the current one runs (``enabled``)."""
+
+    def __init__(self, start: Callable[[], Runner], enabled: bool) -> None:
+        self._start, self._enabled = start, enabled
+        self._next: Runner | None = None
+
+    def prepare(self) -> None:
+        if self._enabled and self._next is None:
+            self._next = self._start()
+
+    def take(self, more: bool) -> Runner:
+        runner, self._next = self._next or self._start(), None
+        if more:
+            self.prepare()
+        return runner
+
+    def close(self) -> None:
+        if self._next is not None:
+            self._next.close()
+            self._next = None
+
+
 def evaluate_candidate(
     problem: Problem,
     cand: Candidate,
@@ -478,10 +552,12 @@ def evaluate_candidate(
     env: dict[str, str],
     judge: Judge,
     whole_file: bool = False,
+    runner: Runner | None = None,
 ) -> CandidateResult:
     """The candidate's runner (its own sandbox) runs the checks it can run on itself and the judge's
     calls; the verdict is the judge's, from the outputs it reads back (``runners/judge.py``).
-    ``whole_file``: ``cand.source`` is the whole file as it will be (runners/together.py)."""
+    ``whole_file``: ``cand.source`` is the whole file as it will be (runners/together.py).
+    ``runner``: a sandbox :func:`start_runner` started ahead for it (else one starts now)."""
     result = CandidateResult(
         cand.id,
         cand.generator,
@@ -491,11 +567,14 @@ def evaluate_candidate(
         provenance=cand.provenance,
     )
     if cand.error:
+        if runner is not None:
+            runner.close()
         result.reason = cand.error
         return result
-    with tempfile.TemporaryDirectory(prefix="kernelize-cand-") as tmp:
-        path = Path(tmp) / "candidate.py"
+    with runner or start_runner(problem, settings, env, judge) as started:
+        path = started.folder / "candidate.py"
         path.write_text(cand.source, encoding="utf-8")
+        path.chmod(0o444)
         req = {
             "device": settings.device,
             "file": problem.file,
@@ -518,15 +597,11 @@ def evaluate_candidate(
                 training=settings.time_training and _own_backward(problem, cand, settings),
             ).to_dict(),
         }
-        res = sandbox.run(
-            "runners.verify:evaluate",
+        res = started.sandbox.run(
             req,
             sandbox.Limits(settings.timeout_s, settings.memory_mb),
-            env=env,
-            python=settings.python,
             collect=CANDIDATE_OUTPUTS,
             collect_to=judge.candidate_path(),
-            readable=[*sandbox.problem_paths(problem.file, problem.root), path, judge.inputs_path],
         )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]

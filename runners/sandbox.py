@@ -57,6 +57,7 @@ import glob
 import inspect
 import json
 import os
+import select
 import shutil
 import signal
 import stat
@@ -454,9 +455,10 @@ def _describe_signal(rc: int) -> str:
 
 
 # The child's first lines run before anything else is imported: say it started (the sandbox is
-# up), limit, then hand over to the target function. argv: root, result fd, ask fd, ready fd.
+# up), then hand over; the same pipe says when its imports are done (only ever used to schedule).
+# argv: root, result fd, ask fd, ready fd, target, device.
 _BOOTSTRAP = (
-    "import os, sys; os.write(int(sys.argv[4]), b'1'); os.close(int(sys.argv[4])); "
+    "import os, sys; os.write(int(sys.argv[4]), b'1'); "
     "sys.path.insert(0, sys.argv[1]); from runners.sandbox import _child_main; _child_main()"
 )
 
@@ -504,88 +506,189 @@ def _run(
     isolate: bool,
     wrapper: Sequence[str] = (),
 ) -> SandboxResult:
+    device = str(request.get("device", "cpu"))
+    with _start(target, device, env, python, readable, isolate, wrapper) as started:
+        return started.run(request, limits, collect=collect, follow_up=follow_up, collect_to=collect_to)
+
+
+def start(
+    target: str,
+    *,
+    device: str = "cpu",
+    env: dict[str, str] | None = None,
+    python: str | None = None,
+    readable: Sequence[str | Path] = (),
+    wrapper: Sequence[str] = (),
+) -> Started:
+    """Start ``target``'s sandbox ahead of its request (:meth:`Started.run` sends it; close what is
+    not run). Until then the child only imports the target's module and runs the module's
+    ``warm_up(device)`` when it has one: the project's own imports (torch, Triton), nothing the caller
+    names in ``readable`` and nothing of the request, which it has not seen. Its limits apply from
+    the request on. The sandbox is the one :func:`run` sets up, so starting early weakens nothing:
+    each evaluation still gets a fresh one of its own."""
+    return _start(target, device, env, python, readable, _isolate, wrapper)
+
+
+def _start(
+    target: str,
+    device: str,
+    env: dict[str, str] | None,
+    python: str | None,
+    readable: Sequence[str | Path],
+    isolate: bool,
+    wrapper: Sequence[str],
+) -> Started:
     harden_parent()
     python = python or sys.executable
-    start = time.monotonic()
+    begun = time.monotonic()
     bwrap = shutil.which(bwrap_executable()) if isolate else None
     if isolate and bwrap is None:
-        return _unavailable(f"{bwrap_executable()} not found (install bubblewrap)", time.monotonic() - start)
+        return Started(failure=_unavailable(f"{bwrap_executable()} not found (install bubblewrap)", 0.0))
     workdir = tempfile.mkdtemp(prefix="kernelize-sbx-")
     read_fd, write_fd = os.pipe()
-    ask_read, ask_write = os.pipe()  # the parent's follow-up requests, to the child
+    ask_read, ask_write = os.pipe()  # the request, then the parent's follow-up answers, to the child
     ready_read, ready_write = os.pipe()  # one byte once the sandbox is up and Python runs in it
-    request_path = Path(workdir) / ".request.json"
-    request_path.write_text(json.dumps({"target": target, "request": request, "limits": limits.__dict__}))
     command = [python, "-I", "-B", "-c", _BOOTSTRAP, str(PROJECT_ROOT), str(write_fd), str(ask_read)]
-    command.append(str(ready_write))
+    command += [str(ready_write), target, device]
     command = [*wrapper, *command]
-    cuda = request.get("device", "cpu") == "cuda"
+    cuda = device == "cuda"
     isolation = ["none", "audit"]
     if bwrap is not None:
         args = bwrap_args(workdir, python, readable, cuda, bwrap, tools=wrapper[:1])
         command = [bwrap, *args, "--", *command]
         isolation = [*ISOLATION, *(["cuda-devices"] if cuda else [])]
+    out = tempfile.TemporaryFile(prefix="kernelize-stdio-")  # noqa: SIM115 (Started.close closes it)
+    started = Started(workdir, out, read_fd, ask_write, ready_read, isolation, isolate, command[0])
     try:
-        with tempfile.TemporaryFile(prefix="kernelize-stdio-") as out:
-            try:
-                proc = subprocess.Popen(
-                    command,
-                    cwd=workdir,
-                    env=child_env(env or {}, workdir),
-                    stdin=subprocess.DEVNULL,
-                    stdout=out,
-                    stderr=subprocess.STDOUT,
-                    pass_fds=(write_fd, ask_read, ready_write),
-                    start_new_session=True,
-                )
-            except OSError as exc:
-                why = f"{command[0]}: {exc.strerror or exc}"
-                if not isolate:
-                    return SandboxResult("crashed", None, why, None, "", time.monotonic() - start, isolation)
-                return _unavailable(why, time.monotonic() - start)
-            finally:
-                for fd in (write_fd, ask_read, ready_write):
-                    os.close(fd)
+        started.proc = subprocess.Popen(
+            command,
+            cwd=workdir,
+            env=child_env(env or {}, workdir),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            pass_fds=(write_fd, ask_read, ready_write),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        why = f"{command[0]}: {exc.strerror or exc}"
+        wall = time.monotonic() - begun
+        started.close()
+        if not isolate:
+            return Started(failure=SandboxResult("crashed", None, why, None, "", wall, isolation))
+        return Started(failure=_unavailable(why, wall))
+    finally:
+        for fd in (write_fd, ask_read, ready_write):
+            os.close(fd)
+    return started
+
+
+@dataclass
+class Started:
+    """A sandbox started by :func:`start`: its child imports the target and waits for the request."""
+
+    workdir: str = ""
+    out: BinaryIO | None = None  # the child's stdout and stderr
+    read_fd: int = -1  # the child's frames, to the parent
+    ask_write: int = -1  # the request and follow-up answers, to the child
+    ready_read: int = -1
+    isolation: list[str] = field(default_factory=list)
+    isolate: bool = True
+    executable: str = ""
+    proc: subprocess.Popen[bytes] | None = None
+    failure: SandboxResult | None = None  # it could not be started: what running it answers
+    _closed: bool = False
+    _ready: bytes = b""  # what the child said on the ready pipe: b"1" up, b"2" imports done
+
+    def _said(self, what: bytes, timeout: float = 0.0) -> bool:
+        deadline = time.monotonic() + timeout
+        while what not in self._ready and not self._closed:
+            left = deadline - time.monotonic()
+            if not select.select([self.ready_read], [], [], max(left, 0.0))[0]:
+                return False
+            data = os.read(self.ready_read, 8)
+            if not data:
+                return False
+            self._ready += data
+        return what in self._ready
+
+    def wait_warm(self, timeout: float) -> bool:
+        """Wait until the child says its imports are done (the child's word: for scheduling and
+        benchmarks, never for a verdict)."""
+        return self.failure is None and self._said(b"2", timeout)
+
+    def __enter__(self) -> Started:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(
+        self,
+        request: dict[str, Any],
+        limits: Limits,
+        *,
+        collect: str | None = None,
+        follow_up: FollowUp | None = None,
+        collect_to: Path | None = None,
+    ) -> SandboxResult:
+        """Send ``request``, wait for the result under ``limits`` (timed from now), then close.
+        A sandbox runs one request: a second call answers an error."""
+        if self.failure is not None:
+            return self.failure
+        proc, out = self.proc, self.out
+        if self._closed or proc is None or out is None:
+            return SandboxResult("error", None, "the sandbox was already used", None, "", 0.0, [])
+        try:
+            start = time.monotonic()
+            spec = json.dumps({"request": request, "limits": limits.__dict__}).encode("utf-8")
             frames: list[bytes | None] = []
             marks: list[tuple[str, float]] = []
             reader = threading.Thread(
-                target=_converse, args=(read_fd, ask_write, follow_up, frames, marks, start), daemon=True
+                target=_converse,
+                args=(self.read_fd, self.ask_write, follow_up, frames, marks, start, spec),
+                daemon=True,
             )
             reader.start()
-            killed_for = _watch(proc, limits, sandboxed=isolate)
+            killed_for = _watch(proc, limits, sandboxed=self.isolate)
             reader.join(timeout=5)
             wall = time.monotonic() - start
             tail = _tail(out)
-        started = _read_ready(ready_read)
-        if not started and killed_for is None:  # the target never ran
-            why = _setup_failure(tail, proc.returncode, command[0])
-            if not isolate:
-                return SandboxResult("crashed", None, why, proc.returncode, tail, wall, isolation)
-            return _unavailable(why, wall, tail)
-        final = frames[-1] if frames else b""
-        result = _result(proc.returncode, final, killed_for, limits, tail, wall, isolation)
-        result.marks = marks
-        if collect:
-            _collect(Path(workdir) / collect, collect_to, result)
-        return result
-    finally:
-        for fd in (read_fd, ask_write, ready_read):
-            with contextlib.suppress(OSError):
-                os.close(fd)
-        _remove(workdir)
+            if not self._said(b"1") and killed_for is None:  # the target never ran
+                why = _setup_failure(tail, proc.returncode, self.executable)
+                if not self.isolate:
+                    return SandboxResult("crashed", None, why, proc.returncode, tail, wall, self.isolation)
+                return _unavailable(why, wall, tail)
+            final = frames[-1] if frames else b""
+            result = _result(proc.returncode, final, killed_for, limits, tail, wall, self.isolation)
+            result.marks = marks
+            if collect:
+                _collect(Path(self.workdir) / collect, collect_to, result)
+            return result
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Kill the child if it still runs (a sandbox started and never used) and remove its folder."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.proc is not None and self.proc.poll() is None:
+            _kill(self.proc, self.isolate)
+            self.proc.wait()
+        for fd in (self.read_fd, self.ask_write, self.ready_read):
+            if fd >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        if self.out is not None:
+            self.out.close()
+        if self.workdir:
+            _remove(self.workdir)
 
 
 def _unavailable(why: str, wall: float, tail: str = "") -> SandboxResult:
     reason = untrusted_text(f"{ISOLATION_UNAVAILABLE}: {why}", 500)
     return SandboxResult("error", None, reason, None, tail, wall, [])
-
-
-def _read_ready(fd: int) -> bool:
-    os.set_blocking(fd, False)
-    try:
-        return os.read(fd, 1) == b"1"
-    except OSError:
-        return False
 
 
 def _setup_failure(tail: str, rc: int | None, executable: str) -> str:
@@ -694,8 +797,10 @@ def _converse(
     frames: list[bytes | None],
     marks: list[tuple[str, float]] | None = None,
     start: float = 0.0,
+    request: bytes = b"",
 ) -> None:
-    """Read the child's frames; answer its one interim frame with ``follow_up``'s request.
+    """Send the child ``request``; read its frames; answer its one interim frame with
+    ``follow_up``'s request. (In this thread: a child that never reads cannot block the watchdog.)
 
     A final frame lands in ``frames``; anything that is not a whole frame lands as None (the
     channel was corrupted). The child gets at most one follow-up: a second interim frame, or
@@ -703,6 +808,7 @@ def _converse(
     timestamped on arrival into ``marks`` (at most ``_MAX_MARKS``)."""
     asked = False
     try:
+        _send_frame(ask_fd, request)
         while True:
             head = _read_exact(read_fd, _FRAME.size)
             if head is None:
@@ -872,20 +978,36 @@ def _child_main() -> None:
     import traceback
 
     global _RESULTS
-    fd = int(sys.argv[2])
+    fd, ask_fd = int(sys.argv[2]), int(sys.argv[3])
     sys.addaudithook(_deny_network)
-    with open(".request.json") as fh:
-        spec = json.load(fh)
-    os.remove(".request.json")
+    module_name, _, func_name = sys.argv[5].partition(":")
+    func: Any = None
+    failure: BaseException | None = None
+    try:  # the project's own code only: the request, and whatever it names, comes next
+        module = importlib.import_module(module_name)
+        warm_up = getattr(module, "warm_up", None)
+        if callable(warm_up):
+            warm_up(sys.argv[6])
+        func = getattr(module, func_name)
+    except BaseException as exc:
+        failure = exc
+    with contextlib.suppress(OSError):
+        os.write(int(sys.argv[4]), b"2")
+        os.close(int(sys.argv[4]))
+    head = _read_exact(ask_fd, _FRAME.size)
+    body = _read_exact(ask_fd, _FRAME.unpack(head)[0]) if head else None
+    if not body:  # closed unused
+        os._exit(0)
+    spec = json.loads(body)
     request = spec["request"]
     _apply_limits(spec["limits"], cpu_only=request.get("device", "cpu") == "cpu")
-    module_name, _, func_name = spec["target"].partition(":")
     out = _RESULTS = os.fdopen(fd, "wb")
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
+        if failure is not None:
+            raise failure
         payload = func(request)
         if inspect.isgenerator(payload):
-            payload = _run_generator(payload, out, int(sys.argv[3]))
+            payload = _run_generator(payload, out, ask_fd)
     except MemoryError:
         payload = {"_error": f"exceeded the {spec['limits']['memory_mb']} MiB memory limit"}
     except BaseException as exc:  # report, never hang: the parent decides what it means

@@ -37,7 +37,7 @@ import threading
 import time
 import traceback
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -1170,6 +1170,21 @@ def _integrity(before: dict[str, dict[str, int]], where: str) -> None:
     cuda_ready = torch.cuda.is_available() and torch.cuda.is_initialized()  # type: ignore[no-untyped-call]
     if cuda_ready and torch.cuda.current_stream() != torch.cuda.default_stream():
         raise Reject(f"check 6: left a side stream current ({where})")
+
+
+def warm_up(device: str) -> None:
+    """Run by a sandbox before its request arrives (``runners.sandbox.start``): the imports every
+    evaluation makes (Dynamo, the backend the judge compiles with, Triton), so that a runner
+    started ahead of its candidate has them behind it. Imports only: no state a check reads."""
+    from torch._dynamo.backends.registry import lookup_backend
+
+    from runners.runner import compile_backend
+
+    settle_torch_patches()
+    lookup_backend(compile_backend(device))
+    for name in ("triton.language", "torch._inductor.pattern_matcher", "torch._functorch.partitioners"):
+        with suppress(ImportError):  # triton is a dependency; a candidate without it says so itself
+            importlib.import_module(name)
 
 
 def noop(req: dict[str, Any]) -> dict[str, Any]:

@@ -198,3 +198,38 @@ def write_kernel_settings(req: dict[str, Any]) -> dict[str, Any]:
         except OSError as exc:
             done[path] = _error(exc)
     return {"done": done}
+
+
+def reach_neighbours(req: dict[str, Any]) -> dict[str, Any]:
+    """Go after a runner started ahead for the next candidate: kill every process in sight, write
+    into its working directory (``req["paths"]``, as seen from the host), signal its process group."""
+    import signal
+
+    if os.getpid() > 8:  # not in a pid namespace of its own: killing all in sight would hit the host
+        raise RuntimeError("refusing to run outside a sandbox")
+    me = {os.getpid(), os.getppid(), 1}
+    seen = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    killed = []
+    for pid in seen:
+        if pid in me:
+            continue
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except OSError:
+            pass
+    for pgid in req.get("groups", []):
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            killed.append(-pgid)
+        except OSError:
+            pass
+    written: dict[str, str] = {}
+    for path in req["paths"]:
+        try:
+            with open(os.path.join(path, "planted.py"), "w") as fh:
+                fh.write("raise SystemExit('planted')\n")
+            written[path] = "written"
+        except OSError as exc:
+            written[path] = _error(exc)
+    return {"seen": seen, "killed": killed, "written": written}

@@ -132,3 +132,19 @@ def two_phase(req: dict[str, Any]) -> Any:
     follow = yield {"phase": 1, "pid": os.getpid()}
     again = yield {"phase": 2}
     return {"follow": follow, "again": again, "pid": os.getpid()}
+
+
+def warm_up(device: str) -> None:
+    """Run by the sandbox before the request (``sandbox.start``): leaves a trace the target reports."""
+    global _WARMED
+    _WARMED = (device, time.monotonic())
+
+
+_WARMED: tuple[str, float] | None = None
+
+
+def warmed(req: dict[str, Any]) -> dict[str, Any]:
+    """Whether ``warm_up`` ran before the request, and how long ago (this process's clock)."""
+    if _WARMED is None:
+        return {"warmed": None}
+    return {"warmed": _WARMED[0], "seconds_ago": time.monotonic() - _WARMED[1], "pid": os.getpid()}

@@ -152,6 +152,28 @@ def test_daemons_die_with_the_evaluation(hang: bool) -> None:
             _kill_if_alive(pid)
 
 
+def test_a_runner_cannot_reach_the_one_started_ahead_of_the_next_candidate() -> None:
+    """The next candidate's runner waits, warmed, while this one runs: it must stay out of reach
+    (another pid namespace, another working directory) and then run its own request untouched."""
+    assert sandbox.isolating()
+    with sandbox.start("tests.runners.sandbox_targets:where_am_i", readable=[TESTS]) as neighbour:
+        assert neighbour.wait_warm(30)
+        assert neighbour.proc is not None
+        pid, workdir = neighbour.proc.pid, neighbour.workdir
+        res = run("reach_neighbours", {"paths": [workdir, tempfile.gettempdir()], "groups": [pid]})
+        assert res.outcome == "ok", res.reason
+        p = res.payload
+        assert pid not in p["seen"]  # its own pid namespace shows only its own processes
+        assert -pid not in p["killed"]
+        assert p["written"][workdir].startswith(("FileNotFoundError", "PermissionError", "OSError"))
+        assert _alive(pid)
+        assert not (Path(workdir) / "planted.py").exists()
+        after = neighbour.run({}, Limits(30, 2048))
+    assert after.outcome == "ok", after.reason
+    assert after.payload["cwd"] == workdir
+    assert "planted.py" not in after.payload["listing"]
+
+
 # --- secrets ----------------------------------------------------------------------------------
 
 

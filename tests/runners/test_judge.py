@@ -210,7 +210,7 @@ def test_a_halved_claim_is_timed_by_the_judges_clock(timed):
     ok, half = timed["ok.py"], timed["forged_half.py"]
     assert half.status.value == "correct", half.reason
     clock = half.provenance["judge"]["clock"]
-    assert any(n.startswith("timing: timed by the judge's clock") for n in half.notes), half.notes
+    assert any(n.startswith("timing: timed by the judge's clock") for n in half.notes), (half.notes, clock)
     assert half.median_ms == pytest.approx(clock["seen_ms_per_call"])
     assert half.median_ms > 1.4 * clock["claimed_ms_per_call"]
     assert half.timings["candidate"].median_ms == half.median_ms  # what the speedup is computed from

@@ -313,7 +313,7 @@ def test_cwd_is_a_fresh_temp_dir_that_is_also_home():
         assert p["home"] == p["cwd"] == p["tmpdir"]
         assert Path(p["cwd"]).name.startswith("kernelize-sbx-")
         assert p["cwd"] != str(ROOT)
-        assert ".request.json" not in p["listing"]  # removed before the target runs
+        assert ".request.json" not in p["listing"]  # the request comes over a pipe, never as a file
         assert not Path(p["cwd"]).exists()  # and the folder is gone afterwards
     assert first.payload["cwd"] != second.payload["cwd"]
 
@@ -344,3 +344,67 @@ def test_a_follow_up_that_raises_stops_the_child_instead_of_hanging_it():
 
     res = run("two_phase", follow_up=broken)
     assert res.outcome == "ok" and res.payload["follow"] is None
+
+
+# --- (i) started ahead of the request ---------------------------------------------------------
+
+
+def _start(name: str, module: str = TARGETS) -> sandbox.Started:
+    return sandbox.start(f"{module}:{name}", readable=TESTS)
+
+
+def test_a_sandbox_started_ahead_warms_up_then_runs_its_request():
+    with _start("warmed") as started:
+        assert started.wait_warm(30), "the warm-up never finished"
+        time.sleep(0.5)
+        res = started.run({}, Limits(30, 2048))
+    assert res.outcome == "ok", res.reason
+    assert res.payload["warmed"] == "cpu"
+    assert res.payload["seconds_ago"] >= 0.4  # done before the request came
+    assert res.wall_s < 5  # timed from the request, not from the start
+
+
+def test_the_time_limit_counts_from_the_request():
+    """A sandbox that waited longer than its limit for its request still gets the whole limit."""
+    with _start("echo") as started:
+        assert started.wait_warm(30)
+        time.sleep(2.5)
+        res = started.run({"x": 1}, Limits(2, 2048))
+    assert res.outcome == "ok", res.reason
+    assert res.payload["request"] == {"x": 1}
+
+
+def test_a_sandbox_runs_one_request_only():
+    started = _start("echo")
+    first = started.run({"n": 1}, Limits(30, 2048))
+    again = started.run({"n": 2}, Limits(30, 2048))
+    assert first.outcome == "ok" and first.payload["request"] == {"n": 1}
+    assert again.outcome == "error" and "already used" in again.reason
+
+
+def test_a_sandbox_closed_unused_leaves_nothing_behind():
+    started = _start("echo")
+    assert started.wait_warm(30)
+    assert started.proc is not None
+    pid, workdir = started.proc.pid, started.workdir
+    assert Path(workdir).is_dir()
+    started.close()
+    assert _wait_gone(pid, within=5)
+    assert not Path(workdir).exists()
+    assert started.run({}, Limits(30, 2048)).outcome == "error"
+
+
+def test_a_failed_warm_up_is_reported_when_the_request_comes():
+    with sandbox.start("tests.runners.broken_warm_up:echo", readable=TESTS) as started:
+        res = started.run({"x": 1}, Limits(30, 2048))
+    assert res.outcome == "error"
+    assert "warm-up failed on cpu" in res.reason
+
+
+def test_a_started_sandbox_whose_bwrap_is_missing_runs_nothing(monkeypatch):
+    monkeypatch.setenv(sandbox.BWRAP_ENV, "/nonexistent/bwrap")
+    with _start("echo") as started:
+        assert not started.wait_warm(1)
+        res = started.run({}, Limits(30, 2048))
+    assert res.outcome == "error"
+    assert res.reason.startswith(sandbox.ISOLATION_UNAVAILABLE)
