@@ -8,7 +8,7 @@
 FROM python:3.11-slim-bookworm AS web
 ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 \
     KERNELIZE_LOG_FORMAT=json
-# git: the github worker checks out pull requests with GitPython.
+# git: the github worker fetches a pull request's head commit with GitPython (bot/repo_fetch.py).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends git \
     && rm -rf /var/lib/apt/lists/* \

@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     github_api_url: str = "https://api.github.com"
     # Sign-in with GitHub for the dashboard (the App's OAuth web flow); GitHub Enterprise: https://HOST
     github_web_url: str = "https://github.com"
+    # Where the planner git-fetches a pull request's head (https://HOST for GitHub Enterprise). Unset:
+    # derived from github_api_url (api.github.com → https://github.com, HOST/api/v3 → HOST); empty: off,
+    # the files are read through the API, one request each.
+    github_git_url: str | None = None
     github_client_id: str | None = None
     github_client_secret: SecretStr | None = None
     # Public base URL of this server (for the OAuth redirect); default: taken from each request

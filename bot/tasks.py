@@ -77,7 +77,11 @@ def _app() -> GitHubApp:
     if s.github_app_id is None or key is None:
         raise RuntimeError("KERNELIZE_GITHUB_APP_ID and a private key are needed on the github queue")
     return GitHubApp(
-        s.github_app_id, key, base_url=s.github_api_url, seconds_between_writes=s.seconds_between_writes
+        s.github_app_id,
+        key,
+        base_url=s.github_api_url,
+        seconds_between_writes=s.seconds_between_writes,
+        git_url=s.github_git_url,
     )
 
 
@@ -414,7 +418,7 @@ def plan_pull_request(
         raise Deferred(WAIT_RETRY_S if running else min(3600.0, jobs.seconds_to_midnight() + 5))
     try:
         # The whole repository's Python at the head, so the module's imports of unchanged files resolve.
-        repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES)
+        repo_files = client.python_files(owner, repo, head_sha, BUNDLE_TEXT_BYTES, pull_number=number)
         bundle = pack({**repo_files, **sources})
     except (BundleError, GitHubError) as exc:  # too big, or GitHub failing: the user must see it
         client.update_check_run(
