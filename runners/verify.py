@@ -375,13 +375,19 @@ def _watched() -> dict[str, Any]:
     }
     if hasattr(triton, "testing"):
         mods["triton.testing"] = triton.testing
-    # The timing harness's classes and the CUDA events and streams it times with: patched through
-    # ``type.__setattr__``, a module snapshot would not see them.
+    # The timing harness's classes, the reply classes that carry its answers to the judge, and the
+    # CUDA events and streams it times with: patched through ``type.__setattr__``, a module
+    # snapshot would not see them.
+    from runners import protocol
+
     for cls in (
         bench.Clock,
         bench.Projector,
         bench.Feed,
         bench.TrainingFeed,
+        protocol.RunReply,
+        protocol.TimingReply,
+        protocol.CallReply,
         torch.cuda.Event,
         torch.cuda.Stream,
     ):

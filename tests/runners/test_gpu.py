@@ -93,8 +93,9 @@ TIMING_CAUGHT = {
     "side_stream.py": (None, "timing: "),  # its timed outputs or its clock, whichever shows first
     # Patches torch.cuda.Event: the runner's snapshot of the harness names it at import.
     "patched_event.py": ("rejected", "check 6: torch.cuda.streams.Event.elapsed_time was replaced"),
-    # Shrinks the reply's times after every in-process check: the judge's clock sees through it.
-    "forged_reply.py": ("rejected", "timing: the runner claims "),
+    # Shrinks the reply's times through the reply class: the runner's snapshot names it (the same
+    # forgery through an unwatched route meets the judge's clock: tests/runners/test_judge.py).
+    "forged_reply.py": ("rejected", "check 6: runners.protocol.TimingReply.to_dict was replaced"),
 }
 
 

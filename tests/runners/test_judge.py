@@ -137,8 +137,11 @@ TIMING_CAUGHT = [
     ("fast_when_timed.py", "incorrect", "timing: timed call "),
     # Patches the timer's class: the runner's own snapshot of the harness names it at import.
     ("forged_clock.py", "rejected", "check 6: runners.bench.Clock.samples was replaced"),
-    # Shrinks the times in the reply class on the way out: only the judge's clock sees through it.
+    # Shrinks the times on the way out through json.dumps (unwatched): only the judge's clock sees
+    # through it, and beyond any launch path's cost it is rejected.
     ("forged_reply.py", "rejected", "timing: the runner claims "),
+    # The same through the reply class: the runner's snapshot names it first.
+    ("forged_reply_class.py", "rejected", "check 6: runners.protocol.TimingReply.to_dict was replaced"),
     ("matmul_precision.py", "rejected", "timing: the candidate changed global numeric settings"),
 ]
 
