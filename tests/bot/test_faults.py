@@ -24,7 +24,10 @@ import redis
 from sqlalchemy import select
 
 from bot.models import Delivery
-from tests.bot.test_web import PR_OPENED, Edge, start_edge  # noqa: F401 (start_edge is a fixture)
+from tests.bot import test_web
+from tests.bot.test_web import PR_OPENED, Edge
+
+start_edge = test_web.start_edge  # the served app's fixture, shared with tests/bot/test_web.py
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 GITHUB_TIMEOUT_S = 10.0
@@ -60,7 +63,8 @@ class PrivateRedis:
     def start(self) -> None:
         args = ["--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.folder), "--save", ""]
         args += ["--appendonly", "yes", "--appendfsync", "always"]
-        self.proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
+        self.proc = subprocess.Popen(["redis-server", *args], **quiet)
         _wait_listening(self.port, up=True)
 
     def kill(self) -> None:
@@ -115,7 +119,8 @@ class PrivatePostgres:
     def start(self) -> None:
         options = f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off"
         log = str(self.folder / "server.log")  # the server's output: not the pipes this process waits on
-        self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.folder / "data"), "-l", log, "-o", options, "-w", "start")
+        data = str(self.folder / "data")
+        self._run(str(PG_BIN / "pg_ctl"), "-D", data, "-l", log, "-o", options, "-w", "start")
         _wait_listening(self.port, up=True)
 
     def stop(self) -> None:
