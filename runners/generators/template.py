@@ -39,8 +39,10 @@ keyed on ``n_cols``, BLOCK_SIZE holding the row); under the Triton interpreter
 (``triton.jit`` then gives no ``JITFunction``), a plain launch with fixed
 settings, since timing configs there means nothing. The generated module reads
 no environment variables: the static screen forbids it. Reductions over other
-dimensions, several kernels per module, views and reshapes, per-row tensors
-other than reductions, and matrix products are future work.
+dimensions, views and reshapes, and per-row tensors other than reductions are
+future work. A graph with matrix products (``nn.Linear``, ``F.linear``, ``x @ W``)
+goes to ``runners/generators/gemm.py``: one tiled GEMM kernel per product, the
+pointwise ops after it fused into its epilogue.
 
 Each kernel whose output has a gradient also gets a **backward** kernel: it recomputes the
 forward's values (row by row for row kernels, one program walking every ``n_programs``-th row) and
@@ -54,8 +56,8 @@ output, gets the forward alone. The candidate also carries its code without the 
 backward launch is not tuned yet.
 
 Anything outside these patterns raises ``GeneratorError`` naming the first
-unsupported op and its node, e.g. ``template: unsupported op torch.matmul
-(node 'matmul')``.
+unsupported op and its node, e.g. ``template: unsupported op torch.cumsum
+(node 'cumsum')``.
 """
 
 from __future__ import annotations
@@ -2091,6 +2093,10 @@ class TemplateGenerator:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
+        from runners.generators import gemm  # imports this module
+
+        if gemm.has_matmul(res.payload):  # matrix products: several kernels in sequence
+            return [gemm.candidate(problem, res.payload, self.name)]
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except Unsupported as exc:

@@ -743,27 +743,25 @@ def test_a_named_generator_that_cannot_run_is_listed_and_the_rest_run(cli, tmp_p
     assert re.search(r"\n  files +unavailable: the files generator needs --candidates DIR", run.stdout)
 
 
-MLP = """import torch
+RUNNING_SUM = """import torch
 from torch import nn
 
 
-class MLP(nn.Module):
-    def __init__(self, dim: int = 64):
-        super().__init__()
-        self.fc = nn.Linear(dim, dim * 4)
-
+class RunningSum(nn.Module):
     def forward(self, x):
-        return torch.relu(self.fc(x))
+        return torch.relu(torch.cumsum(x, dim=-1))
 """
 
 
 def test_a_module_every_generator_declines_is_a_verdict_not_an_error(cli, tmp_path):
-    """The run completed: the template generator has no template for nn.Linear, and says so. The
-    README promises exit 0 whatever the verdicts; exit 2 is for what the user must fix."""
-    run = kernelize(cli, tmp_path, [_write(tmp_path, "mlp.py", MLP), "--generator", "template"])
+    """The run completed: the template generator has no template for a running sum, and says so.
+    The README promises exit 0 whatever the verdicts; exit 2 is for what the user must fix."""
+    run = kernelize(
+        cli, tmp_path, [_write(tmp_path, "running_sum.py", RUNNING_SUM), "--generator", "template"]
+    )
     assert run.rc == 0, run.stderr
-    [row] = run.module("MLP")["candidates"]
-    assert row["reason"] == "generator: template: unsupported op nn.Linear (node 'fc')"
+    [row] = run.module("RunningSum")["candidates"]
+    assert row["reason"] == "generator: template: unsupported op torch.cumsum (node 'cumsum')"
     assert re.search(r" template +template +declined +generator: template: unsupported op", run.stdout)
     assert "best candidate" not in run.stdout and "error:" not in run.stderr
 

@@ -69,10 +69,12 @@ SUPPORTED = {
 # Supported classes whose kernel gets no backward (a boolean output has no gradient): training keeps
 # the original path. Every other one gets a fused Triton backward.
 NO_BACKWARD = {"LtMask"}
+# Matrix products (runners/generators/gemm.py): one GEMM kernel per product with what follows it
+# fused; forward only, so training keeps the original path (tests/runners/test_gemm_template.py).
+MATRIX = {"Linear", "MatMul"}
+
 DECLINED = {
     # class: what the report says, in order
-    "Linear": ["generator: template: ", "unsupported op nn.Linear (node 'proj')"],
-    "MatMul": ["generator: template: ", "unsupported op torch.matmul (node 'matmul')"],
     "ColumnSum": ["generator: template: ", "unsupported sum over dim 0", "Tensor.sum, node 'sum_1'"],
     "ColumnBias": ["generator: template: ", "unsupported broadcast", "[16, 1]", "operator.add, node 'add'"],
     "DataDependent": ["generator: template: ", "torch.fx cannot trace forward", "control flow"],
@@ -192,9 +194,16 @@ def test_declined_module_names_the_op(runs, name):
     assert module["best"] is None
 
 
+@pytest.mark.parametrize("name", sorted(MATRIX))
+def test_matrix_product_module_gets_a_correct_kernel(runs, name):
+    cand = _only_candidate(runs["float32"][f"templates.py::{name}"])
+    assert cand["status"] == "correct", cand["reason"]
+    assert cand["training"].startswith("original path")
+
+
 def test_every_class_in_the_file_is_covered(runs):
     classes = {m.name for m in find_modules((ROOT / FILE).read_text(), FILE)}
-    assert classes == {*SUPPORTED, *DECLINED}
+    assert classes == {*SUPPORTED, *DECLINED, *MATRIX}
     assert set(runs["float32"]) == {*(f"templates.py::{c}" for c in classes), "layers.py::RMSNorm"}
 
 
