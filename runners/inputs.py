@@ -361,6 +361,12 @@ _NAME_GUESSES.update(
     groups=1,
     inplace=False,
     affine=True,
+    # Clamp bounds (transformers' ClippedGELUActivation(min, max), nn.Hardtanh's min_val/max_val):
+    # wide enough that both the clipped and the unclipped parts are checked on N(0,1) and outliers.
+    min=-10.0,
+    max=10.0,
+    min_val=-1.0,
+    max_val=1.0,
 )
 _AXIS_NAMES = {"dim", "axis"}
 

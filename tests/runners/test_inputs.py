@@ -461,6 +461,26 @@ def test_guess_init_kwargs_named_sizes():
     assert options == [{"in_features": 64, "out_features": 64}]  # defaults left alone
 
 
+class _Clipped(nn.Module):
+    """As transformers' ClippedGELUActivation: bounds a guess must order."""
+
+    def __init__(self, min: float, max: float):
+        super().__init__()
+        if min > max:
+            raise ValueError(f"min should be < max (got min: {min}, max: {max})")
+        self.min, self.max = min, max
+
+    def forward(self, x):
+        return torch.clip(torch.nn.functional.gelu(x), self.min, self.max)
+
+
+def test_guess_init_kwargs_for_clamp_bounds():
+    options, why_not = guess_init_kwargs(_Clipped)
+    assert why_not is None
+    assert options == [{"min": -10.0, "max": 10.0}]
+    _Clipped(**options[0])  # ordered: it builds
+
+
 def test_guess_input_specs_follow_the_first_layer():
     mod = _Proj(24, 8)
     assert forward_arity(mod) == 1
