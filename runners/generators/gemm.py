@@ -629,15 +629,8 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
             epilogue.append(arg)
     prep += _wrap(f"{out} = torch.empty", [f"({m}, {n})", f"dtype={dtype}", f"device={a}.device"], "    ")
     kernel_, grid, config = local["kernel"], local["grid"], local["config"]
-    launch = [
-        f"    {kernel_}, {grid}, {config} = _launch_config(",
-        f"        {stage.name}, {stage.name}_autotuned, {m}, {n}, {k}, {a}.is_cuda",
-        "    )",
-    ]
-    one = f"    {kernel_}, {grid}, {config} = _launch_config({stage.name}, {stage.name}_autotuned, "
-    one += f"{m}, {n}, {k}, {a}.is_cuda)"
-    if len(one) <= 110:
-        launch = [one]
+    chosen = [stage.name, f"{stage.name}_autotuned", m, n, k, f"{a}.is_cuda"]
+    launch = _wrap(f"{kernel_}, {grid}, {config} = _launch_config", chosen, "    ")
     call = [
         a_2d,
         weight,

@@ -9,6 +9,7 @@ works), nothing accepted is lost, nothing is enqueued or recorded twice.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -17,6 +18,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -77,8 +79,6 @@ class PrivateRedis:
     def queued(self, queue: str) -> list[str]:
         client = redis.Redis.from_url(self.url)
         try:
-            import json
-
             return [json.loads(raw)["headers"]["id"] for raw in client.lrange(queue, 0, -1)]
         finally:
             client.close()
@@ -105,14 +105,14 @@ class PrivatePostgres:
     def __init__(self, folder: Path) -> None:
         self.folder, self.port = folder, _free_port()
         self.url = f"postgresql+psycopg://postgres@127.0.0.1:{self.port}/postgres"
-        self._as = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
+        self.as_owner = ["runuser", "-u", "postgres", "--"] if os.geteuid() == 0 else []
 
     def _run(self, *args: str) -> None:
-        done = subprocess.run([*self._as, *args], capture_output=True, text=True, timeout=60)
+        done = subprocess.run([*self.as_owner, *args], capture_output=True, text=True, timeout=60)
         assert done.returncode == 0, f"{args[0]}: {done.stderr.strip()[-500:]}"
 
     def init(self) -> None:
-        if self._as:  # a folder of its own the postgres user can reach (pytest's are root's alone)
+        if self.as_owner:  # a folder of its own the postgres user can reach (pytest's are root's alone)
             shutil.chown(self.folder, user="postgres")
         self._run(str(PG_BIN / "initdb"), "-D", str(self.folder / "data"), "-A", "trust", "-U", "postgres")
 
@@ -142,7 +142,7 @@ def private_postgres() -> Iterator[PrivatePostgres]:
         yield server
     finally:
         stop = [str(PG_BIN / "pg_ctl"), "-D", str(server.folder / "data"), "-m", "immediate", "stop"]
-        subprocess.run([*server._as, *stop], capture_output=True, timeout=60)
+        subprocess.run([*server.as_owner, *stop], capture_output=True, timeout=60)
         shutil.rmtree(server.folder, ignore_errors=True)
 
 
@@ -184,7 +184,7 @@ def test_a_database_that_goes_away_and_comes_back_loses_nothing(
     start_edge: Callable[..., Edge],
     private_postgres: PrivatePostgres,
     redis_url: str,
-    queued: Callable[[str], list[dict[str, object]]],
+    queued: Callable[[str], list[dict[str, Any]]],
     http: httpx.Client,
 ) -> None:
     edge = start_edge(database_url=private_postgres.url)
@@ -199,6 +199,6 @@ def test_a_database_that_goes_away_and_comes_back_loses_nothing(
     assert _timed_post(edge, http, "g-during").status_code == 202  # GitHub's "Redeliver"
     assert _timed_post(edge, http, "g-before").status_code in (200, 202)  # a duplicate: not again
     assert [d for d, outcome, _ in _rows(edge) if outcome == "enqueued"] == ["g-before", "g-during"]
-    ids = sorted(str(m["headers"]["id"]) for m in queued("github"))  # type: ignore[index]
+    ids = sorted(m["headers"]["id"] for m in queued("github"))
     assert ids == ["delivery-g-before", "delivery-g-during"]  # once each
     assert http.get(f"{edge.url}/healthz").status_code == 200
