@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
 # judge-timing is judge-timing-cheats then judge-timing-honest: together over 10 minutes on an H200.
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | memcheck | overhead
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | memcheck | overhead
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -168,20 +168,9 @@ PYEOF
 cat "$OUT"/sandbox_rmsnorm.md
 fi
 
-if [ "$PART" = training ]; then
-# PROBLEMS: bench/problems to run (default rmsnorm softmax); DTYPE: float32 (as built) or bfloat16.
-PROBLEMS=${PROBLEMS:-rmsnorm softmax}
-SUFFIX=${DTYPE:+_$DTYPE}
-echo "== training timed: the template generator's kernels with their Triton backward, forward+backward against eager and torch.compile (${DTYPE:-as built}) =="
-for p in $PROBLEMS; do
-  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 ${DTYPE:+--dtype $DTYPE} \
-      --json "$OUT/training_$p$SUFFIX.json" --markdown "$OUT/training_$p$SUFFIX.md" --quiet
-done
-JSONS=$(for p in $PROBLEMS; do echo "$OUT/training_$p$SUFFIX.json"; done)
-# shellcheck disable=SC2086
-summary $JSONS
-# shellcheck disable=SC2086
-$PY - $JSONS <<'PYEOF'
+# Per candidate: status, training, torch.compile, timings, speedups, the judge's clock, reasons.
+details() {
+$PY - "$@" <<'PYEOF'
 import json, sys
 def ms(t):
     return f"{t['median_ms']:.4g} ms (p10 {t['p10_ms']:.4g}, p90 {t['p90_ms']:.4g}, {t['runs']} runs)"
@@ -207,10 +196,44 @@ for path in sys.argv[1:]:
             for note in c.get("notes", []):
                 print(f"  note: {note[:300]}")
 PYEOF
+}
+
+if [ "$PART" = training ]; then
+# PROBLEMS: bench/problems to run (default rmsnorm softmax); DTYPE: float32 (as built) or bfloat16.
+PROBLEMS=${PROBLEMS:-rmsnorm softmax}
+SUFFIX=${DTYPE:+_$DTYPE}
+echo "== training timed: the template generator's kernels with their Triton backward, forward+backward against eager and torch.compile (${DTYPE:-as built}) =="
+for p in $PROBLEMS; do
+  TIMEFORMAT="$p: %R s wall"; time $KZ "bench/problems/$p.py" --generator template --timeout 400 ${DTYPE:+--dtype $DTYPE} \
+      --json "$OUT/training_$p$SUFFIX.json" --markdown "$OUT/training_$p$SUFFIX.md" --quiet
+done
+JSONS=$(for p in $PROBLEMS; do echo "$OUT/training_$p$SUFFIX.json"; done)
+# shellcheck disable=SC2086
+summary $JSONS
+# shellcheck disable=SC2086
+details $JSONS
 if [ -n "${GPU_TESTS-1}" ]; then
 echo "== the GPU test: a template RMSNorm candidate gets training figures =="
 $PY -m pytest -q -m gpu tests/runners/test_gpu.py -k training -p no:cacheprovider
 fi
+fi
+
+if [ "$PART" = real ]; then
+# Real model code as it ships (the image's transformers), zero config, the template generator timed.
+T=$($PY -c 'import pathlib, transformers; print(pathlib.Path(transformers.__file__).parent)')
+MODULES=${MODULES:-"models/llama/modeling_llama.py::LlamaRotaryEmbedding models/t5/modeling_t5.py::T5LayerNorm models/bert/modeling_bert.py::BertPredictionHeadTransform models/gpt2/modeling_gpt2.py::GPT2MLP activations.py::ClippedGELUActivation"}
+echo "== real modules on CUDA: $MODULES =="
+JSONS=""
+for m in $MODULES; do
+  c=${m##*::}
+  TIMEFORMAT="$c: %R s wall"; time $KZ "$T/$m" --generator template --timeout 400 \
+      --json "$OUT/real_$c.json" --markdown "$OUT/real_$c.md" --quiet
+  JSONS="$JSONS $OUT/real_$c.json"
+done
+# shellcheck disable=SC2086
+summary $JSONS
+# shellcheck disable=SC2086
+details $JSONS
 fi
 
 if [ "$PART" = memcheck ]; then

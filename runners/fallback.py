@@ -29,6 +29,11 @@ gradients: its suggestion takes the kernel path whether autograd records or not,
 the original's; when a candidate's backward is wrong, :func:`drop_backward` gives the same code
 without it, suggested with the original path under training.
 
+A kernel specialised to some instances or inputs says so in leading guards of its ``forward``
+(``if self.weight.dtype != torch.float32: raise NotImplementedError(...)``, as the template generator
+writes them): in the suggestion each guard returns ``self._forward_eager(...)`` instead, so a model in
+another dtype, or a dropout in training mode, gets the original computation rather than an error.
+
 Under ``torch.compile`` Dynamo cannot trace a plain Triton launch: unless the candidate registers
 its launches as custom ops (:func:`registers_ops`; the template generator does), the compiled module
 is the original computation, which Inductor compiles itself. The judge calls every suggestion through
@@ -101,11 +106,19 @@ def _members(cls: ast.ClassDef) -> dict[str, ast.stmt]:
     return out
 
 
-def _segment(lines: list[str], node: ast.stmt) -> str:
-    """The source of ``node`` with its decorators, dedented."""
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
+def _segment(lines: list[str], node: ast.stmt, decorators: bool = True) -> str:
+    """The source of ``node`` (with its decorators unless told otherwise), dedented."""
+    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []) if decorators)])
     end = node.end_lineno or node.lineno
     return textwrap.dedent("\n".join(lines[start - 1 : end]))
+
+
+def _decorators(lines: list[str], fn: ast.FunctionDef) -> list[str]:
+    """The source lines of ``fn``'s decorators, dedented."""
+    if not fn.decorator_list:
+        return []
+    start = min(d.lineno for d in fn.decorator_list)
+    return textwrap.dedent("\n".join(lines[start - 1 : fn.lineno - 1])).splitlines()
 
 
 def _rename_def(text: str, old: str, new: str) -> str:
@@ -141,12 +154,14 @@ def _call_and_tensors(fn: ast.FunctionDef) -> tuple[str, list[str]]:
     return ", ".join(parts), tensors
 
 
-def _dispatch(original_forward: ast.FunctionDef, backward: bool, compiles: bool) -> str:
+def _dispatch(
+    original_forward: ast.FunctionDef, backward: bool, compiles: bool, decorators: list[str]
+) -> str:
     call, tensors = _call_and_tensors(original_forward)
     signature = ast.unparse(original_forward.args)
     returns = f" -> {ast.unparse(original_forward.returns)}" if original_forward.returns else ""
     pool = ", ".join(tensors) + ("," if len(tensors) == 1 else "")
-    head = [f"def forward({signature}){returns}:"]
+    head = [*decorators, f"def forward({signature}){returns}:"]
     if not compiles:
         head += [
             "    # torch.compile cannot trace these kernels' launches (they are not custom ops):",
@@ -184,6 +199,36 @@ def _dispatch(original_forward: ast.FunctionDef, backward: bool, compiles: bool)
             f"    return self.{EAGER}({call})",
         ]
     )
+
+
+def _guards(fn: ast.FunctionDef) -> list[ast.If]:
+    """The leading ``if <cond>: raise NotImplementedError(...)`` statements of a candidate's forward
+    (after its docstring): how a kernel specialised to some instances or inputs refuses the others.
+    In the suggestion they take the original computation instead of raising."""
+    body = list(fn.body)
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+        body = body[1:]
+    out = []
+    for stmt in body:
+        if not (isinstance(stmt, ast.If) and not stmt.orelse and len(stmt.body) == 1):
+            break
+        raised = stmt.body[0]
+        exc = raised.exc if isinstance(raised, ast.Raise) else None
+        if isinstance(exc, ast.Call):
+            exc = exc.func
+        if not (isinstance(exc, ast.Name) and exc.id == "NotImplementedError"):
+            break
+        out.append(stmt)
+    return out
+
+
+def _guard_reason(raised: ast.stmt) -> str:
+    """The one-line message a guard raises with, if it is a plain string."""
+    exc = raised.exc if isinstance(raised, ast.Raise) else None
+    if isinstance(exc, ast.Call) and exc.args and isinstance(exc.args[0], ast.Constant):
+        text = str(exc.args[0].value)
+        return text if "\n" not in text else ""
+    return ""
 
 
 def _is_function(node: ast.stmt) -> bool:
@@ -368,7 +413,9 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
             raise FallbackError(f"{class_name} already defines {reserved}")
 
     orig_lines = original.splitlines()
-    carried = [_rename_def(_segment(orig_lines, orig_forward), "forward", EAGER)]
+    # The original forward's decorators (torch.no_grad(), transformers' dynamic_rope_update) wrap the
+    # forward that picks a path, so both paths run under them, as the original did.
+    carried = [_rename_def(_segment(orig_lines, orig_forward, decorators=False), "forward", EAGER)]
     seen: set[int] = set()
     for name, node in _members(orig_cls).items():
         if name in cand_members or name in ("forward", "__init__") or id(node) in seen:
@@ -377,7 +424,8 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
         carried.append(_segment(orig_lines, node))
     if backward is None:
         backward = bool(_applied_functions(cand_tree, class_name))
-    carried.append(_dispatch(orig_forward, backward, registers_ops(candidate)))
+    decorators = _decorators(orig_lines, orig_forward)
+    carried.append(_dispatch(orig_forward, backward, registers_ops(candidate), decorators))
 
     lines = candidate.splitlines()
     indent = " " * cand_forward.col_offset
@@ -399,6 +447,17 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
         raise FallbackError("the candidate's forward signature spans an unusual layout")
     block = "\n\n".join(textwrap.indent(text, indent) for text in carried)
     end = (cand_cls.end_lineno or len(lines)) + shift
+    if ast.unparse(cand_forward.args) == ast.unparse(orig_forward.args):
+        call = _call_and_tensors(orig_forward)[0]
+        for guard in reversed(_guards(cand_forward)):
+            raised = guard.body[0]
+            start, stop = raised.lineno - 1 + shift, (raised.end_lineno or raised.lineno) + shift
+            pad = " " * raised.col_offset
+            why = _guard_reason(raised)
+            new = [f"{pad}# {why}; otherwise the original computation"] if why else []
+            new.append(f"{pad}return self.{EAGER}({call})")
+            lines[start:stop] = new
+            end += len(new) - (stop - start)
     lines[end:end] = ["", *block.splitlines()]
 
     missing = [m for m in ("os", "torch") if m not in _imports(cand_tree)]

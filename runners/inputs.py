@@ -460,7 +460,30 @@ def guess_init_kwargs(cls: type, namespace: Any = None) -> tuple[list[dict[str, 
 def guess_input_specs(
     module: torch.nn.Module, n_inputs: int, init_kwargs: dict[str, Any]
 ) -> list[list[Spec]]:
-    """Forward inputs to try, shaped for the module's first layer."""
+    """Forward inputs to try, shaped for the module's first layer; arguments named for positions
+    (``position_ids``) get integer positions [2, 16] below the module's longest sequence."""
+    names = [
+        p.name
+        for p in inspect.signature(module.forward).parameters.values()
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    ][:n_inputs]
+    positions = [i for i, name in enumerate(names) if name in _POSITION_NAMES]
+    options = _shaped_inputs(module, n_inputs, init_kwargs)
+    if not positions:
+        return options
+    longest = next(
+        (v for a in _LONGEST_NAMES if isinstance(v := getattr(module, a, None), int) and v >= 16), 64
+    )
+    spec = {"tensor": {"shape": [2, 16], "dtype": "int64", "dist": "randint", "low": 0, "high": longest}}
+    return [[spec if i in positions else s for i, s in enumerate(specs)] for specs in options]
+
+
+# Forward arguments that hold token positions, and the attributes that bound them.
+_POSITION_NAMES = {"position_ids", "pos_ids", "positions"}
+_LONGEST_NAMES = ("max_seq_len_cached", "max_position_embeddings", "max_seq_len", "max_len")
+
+
+def _shaped_inputs(module: torch.nn.Module, n_inputs: int, init_kwargs: dict[str, Any]) -> list[list[Spec]]:
     import torch.nn as nn
 
     def t(shape: list[int], dtype: str = "float32", **kw: Any) -> Spec:

@@ -4,8 +4,13 @@ Tracing runs the module's own code (its constructor, and its ``forward`` on
 proxies and on the example inputs), so it happens in a sandbox like every
 other evaluation; the parent only reads the description. The module is built
 from the build spec the pipeline already resolved (``verify.Problem``), traced
-with ``torch.fx.symbolic_trace`` and run once through ``ShapeProp``, so every
-node carries the shape and dtype it had on the example inputs.
+with ``torch.fx``'s tracer and run once through ``ShapeProp``, so every node
+carries the shape and dtype it had on the example inputs. The tracer (``_Tracer``)
+steps through module instances that are not submodules (transformers' module-level
+``gelu``), keeps transformers' ``Conv1D`` whole as a matrix product, and, when
+forward branches on a parameter's dtype or shape, traces again with those as
+values: ``"param_reads"`` lists each one read, which code built from the graph
+must check (``[{"param": "weight", "what": "dtype", "value": "torch.float32"}]``).
 
 What comes back, for a traceable module::
 
@@ -41,13 +46,14 @@ from __future__ import annotations
 
 import math
 import operator
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import torch
 import torch.fx
 from torch.fx.node import _get_qualified_name
 from torch.fx.passes.shape_prop import ShapeProp
+from torch.fx.proxy import ParameterProxy
 
 from runners import verify
 
@@ -68,6 +74,7 @@ LEAF_CONFIG: dict[str, tuple[str, ...]] = {
 _LEAF_PARAMS = ("weight", "bias")
 
 Path = tuple[Any, ...]
+_T = TypeVar("_T")
 
 
 def trace(req: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +85,7 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "reason": verify.describe_exc(exc, "building the module")}
     module = problem.module
     try:
-        gm = torch.fx.symbolic_trace(module)
+        gm, reads = _symbolic_trace(module)
     except Exception as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "torch.fx cannot trace forward")}
     args = problem.example_inputs(0)
@@ -87,7 +94,7 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
             ShapeProp(gm).propagate(*args)
     except Exception as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "the traced graph does not run")}
-    refs, structural = _attribute_refs(module, gm)
+    refs, structural = _attribute_refs(module, gm, bool(reads))
     if structural:
         why = f"forward's structure depends on self.{structural} (another value traces another graph)"
         return {"ok": False, "reason": why}
@@ -102,7 +109,114 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
         "direct_module": cls.__bases__ == (torch.nn.Module,),
         "bases": [_type_name(b) for b in cls.__bases__],
         "nodes": nodes,
+        "param_reads": [{"param": k, "what": what, "value": v} for (k, what), v in reads.items()],
     }
+
+
+# ---------------------------------------------------------------------------
+# The tracer
+
+# Modules outside torch.nn kept whole (not stepped into) and described like torch.nn's leaves, by the
+# class's qualified name: transformers' Conv1D (GPT-2's projections) is ``x @ weight + bias`` with its
+# weight stored [in, out], which code generation lowers as a matrix product.
+_FOREIGN_LEAVES: dict[str, tuple[str, ...]] = {"transformers.pytorch_utils.Conv1D": ("nf",)}
+
+
+def _foreign_leaf(module: torch.nn.Module) -> str | None:
+    """The qualified name of ``module``'s class when it is one of ``_FOREIGN_LEAVES`` exactly (a
+    subclass may compute something else)."""
+    name = _type_name(type(module))
+    return name if name in _FOREIGN_LEAVES else None
+
+
+class _ParameterReads(ParameterProxy):
+    """A parameter whose dtype, shape and size pass through to forward's Python as values (so that a
+    branch on them traces) and are recorded: the graph holds only for parameters like these."""
+
+    tracer: _Tracer
+
+    def _read(self, what: str, value: _T) -> _T:
+        self.tracer.reads[(self.name, what)] = _plain(value) if what != "dtype" else str(value)
+        return value
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self._read("dtype", self.param.dtype)
+
+    @property
+    def shape(self) -> torch.Size:
+        return self._read("shape", self.param.shape)
+
+    def size(self, dim: int | None = None) -> Any:
+        return self._read("shape", self.param.shape) if dim is None else self.size()[dim]
+
+    def dim(self) -> int:
+        return len(self._read("shape", self.param.shape))
+
+    @property
+    def ndim(self) -> int:
+        return self.dim()
+
+    def numel(self) -> int:
+        return self._read("shape", self.param.shape).numel()
+
+
+class _Tracer(torch.fx.Tracer):
+    """``torch.fx``'s tracer, stepping into modules that are not the root's submodules (a module-level
+    ``gelu = GELUActivation()`` called in forward) and keeping ``_FOREIGN_LEAVES`` whole.
+
+    With ``constant_params``, forward reading a parameter's dtype or shape gets the value rather than
+    a proxy (T5LayerNorm's ``if self.weight.dtype in [torch.float16, torch.bfloat16]``); every such
+    read lands in ``reads``, so code built from the graph can refuse parameters unlike these."""
+
+    def __init__(self, constant_params: bool = False) -> None:
+        super().__init__(param_shapes_constant=constant_params)
+        self.reads: dict[tuple[str, str], Any] = {}
+
+    def graph_module(self, module: torch.nn.Module) -> torch.fx.GraphModule:
+        graph = self.trace(module)
+        return torch.fx.GraphModule(module, graph, type(module).__name__)
+
+    def is_leaf_module(self, m: torch.nn.Module, module_qualified_name: str) -> bool:
+        return _foreign_leaf(m) is not None or super().is_leaf_module(m, module_qualified_name)
+
+    def call_module(
+        self, m: torch.nn.Module, forward: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+    ) -> Any:
+        try:
+            self.path_of_module(m)
+        except NameError:  # not a submodule of the root: traced through, as a function would be
+            return forward(*args, **kwargs)
+        return super().call_module(m, forward, args, kwargs)
+
+    def create_proxy(  # the full signature: torch.fx passes proxy_factory_fn only where it sees one
+        self,
+        kind: str,
+        target: Any,
+        args: tuple[Any, ...],
+        kwargs: dict[str, Any],
+        name: str | None = None,
+        type_expr: Any | None = None,
+        proxy_factory_fn: Callable[[torch.fx.Node], torch.fx.Proxy] | None = None,
+    ) -> torch.fx.Proxy:
+        proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
+        if isinstance(proxy, ParameterProxy):
+            proxy.__class__ = _ParameterReads
+        return proxy
+
+
+def _symbolic_trace(module: torch.nn.Module) -> tuple[torch.fx.GraphModule, dict[tuple[str, str], Any]]:
+    """(the graph, the parameter reads it depends on): traced as torch.fx does first; when forward's
+    Python branches on a traced value, again with parameters' dtypes and shapes as values."""
+    try:
+        return _Tracer().graph_module(module), {}
+    except torch.fx.proxy.TraceError as first:
+        tracer = _Tracer(constant_params=True)
+        try:
+            gm = tracer.graph_module(module)
+        except Exception:
+            raise first from None
+        return gm, tracer.reads
 
 
 # ---------------------------------------------------------------------------
@@ -138,7 +252,7 @@ def _numbers(gm: torch.fx.GraphModule) -> tuple[list[tuple[str, str]], dict[tupl
 def _numeric_attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, Any]]:
     """(dotted path, owner, name, value) for the float and int attributes forward may read:
     on the module and on the submodules the tracer steps into (class attributes included)."""
-    tracer = torch.fx.Tracer()
+    tracer = _Tracer()
     out = []
     for prefix, sub in module.named_modules():
         if prefix and tracer.is_leaf_module(sub, prefix):
@@ -165,13 +279,15 @@ def _other_values(value: int | float) -> tuple[int | float, int | float]:
     return value + abs(value) + 0.375, value - abs(value) - 1.25
 
 
-def _trace_with(module: torch.nn.Module, owner: torch.nn.Module, name: str, value: Any) -> Any:
+def _trace_with(
+    module: torch.nn.Module, owner: torch.nn.Module, name: str, value: Any, constant_params: bool
+) -> Any:
     """The graph traced with ``owner.name`` set to ``value`` (then restored); None if it fails."""
     own = name in vars(owner)
     before = getattr(owner, name)
     setattr(owner, name, value)
     try:
-        return torch.fx.symbolic_trace(module)
+        return _Tracer(constant_params).graph_module(module)
     except Exception:
         return None  # the attribute is structural in a way tracing cannot follow; its value stays baked
     finally:
@@ -182,15 +298,15 @@ def _trace_with(module: torch.nn.Module, owner: torch.nn.Module, name: str, valu
 
 
 def _attribute_refs(
-    module: torch.nn.Module, gm: torch.fx.GraphModule
+    module: torch.nn.Module, gm: torch.fx.GraphModule, constant_params: bool
 ) -> tuple[dict[tuple[int, Path], tuple[str, str]], str | None]:
     """Numbers that come from attributes (``"attr"``) or are computed from them (``"derived"``),
-    and the first attribute that changes the graph itself, if any."""
+    and the first attribute that changes the graph itself, if any (traced as ``gm`` was)."""
     shape, numbers = _numbers(gm)
     refs: dict[tuple[int, Path], tuple[str, str]] = {}
     for path, owner, name, value in _numeric_attributes(module):
         for changed in _other_values(value):
-            other = _trace_with(module, owner, name, changed)
+            other = _trace_with(module, owner, name, changed, constant_params)
             if other is None:
                 continue
             other_shape, other_numbers = _numbers(other)
@@ -285,8 +401,10 @@ def _describe(
         sub = gm.get_submodule(target)
         cls = type(sub)
         out.update(target=target, module=_type_name(cls))
-        if cls.__module__.startswith("torch.nn") and cls.__name__ in LEAF_CONFIG:
-            out["config"] = {k: _plain(getattr(sub, k)) for k in LEAF_CONFIG[cls.__name__]}
+        foreign = _foreign_leaf(sub)
+        if foreign or (cls.__module__.startswith("torch.nn") and cls.__name__ in LEAF_CONFIG):
+            keys = _FOREIGN_LEAVES[foreign] if foreign else LEAF_CONFIG[cls.__name__]
+            out["config"] = {k: _plain(getattr(sub, k)) for k in keys}
             out["params"] = {
                 p: {
                     "target": f"{target}.{p}",

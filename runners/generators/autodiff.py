@@ -60,6 +60,8 @@ _UNARY_RULES: dict[str, Callable[[str, str, str], str]] = {
     # d erf(a) / da = 2 / sqrt(pi) * exp(-a^2)
     "tl.erf": lambda g, a, v: f"({g}) * 1.1283791670955126 * tl.exp(-({a}) * ({a}))",
     "tl.abs": lambda g, a, v: f"tl.where(({a}) > 0, {g}, tl.where(({a}) < 0, -({g}), 0.0))",
+    "tl.cos": lambda g, a, v: f"-({g}) * tl.sin({a})",
+    "tl.sin": lambda g, a, v: f"({g}) * tl.cos({a})",
 }
 
 

@@ -26,8 +26,11 @@ needs values of two kernels, the earlier kernel stores its value and the later o
 value is stored (materialized) only when something outside its kernel needs it: the input of another
 product, an operand of a later kernel's epilogue, or the module's output.
 
-Pointwise work before the first product, reductions (a LayerNorm after a product), and any other op
-raise ``Unsupported`` naming the op and its node, like the template does.
+Work a tile cannot hold gets a kernel of its own, the template's (``runners/generators/template.py``),
+over tensors in memory: a reduction over a product's rows (BERT's LayerNorm after its dense layer:
+the product stores its output, a row kernel normalizes it and fuses what follows), and pointwise
+work before the first product (an elementwise kernel whose output the product reads). Any other op
+raises ``Unsupported`` naming the op and its node, like the template does.
 
 The emitted code follows the template's conventions: the class keeps its name, constructor and
 ``forward`` signature; each kernel's launch is a custom op (``_custom_op``) with a fake, so
@@ -49,6 +52,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners import pyast
+from runners.generators import template
 from runners.generators.base import Candidate, GeneratorDeclined, Problem
 from runners.generators.template import (
     _CUSTOM_OP,
@@ -74,10 +78,12 @@ from runners.generators.template import (
     _on_self,
     _wrap,
     class_parts,
+    read_guards,
 )
 
 # Spellings of a matrix product with a weight of the module.
 _LINEAR_MODULE = "nn.Linear"
+_CONV1D_MODULE = "transformers.pytorch_utils.Conv1D"  # x @ weight + bias, its weight stored [K, N]
 _LINEAR_FUNCTION = "torch.nn.functional.linear"
 _MATMUL = frozenset({"operator.matmul", "torch.matmul", "Tensor.matmul", "torch.mm", "Tensor.mm"})
 
@@ -88,6 +94,25 @@ _GEMM_NAMES = frozenset(
     M N K
     stride_am stride_ak stride_wk stride_wn HAS_BIAS DOT_FP32 BLOCK_M BLOCK_N BLOCK_K GROUP_M""".split()
 )
+# Ops that reduce over a row: after a product they start a kernel of their own (a tile of the product
+# holds part of a row), which reads the product's stored output.
+_ROW_OPS = frozenset(
+    {
+        "sum",
+        "mean",
+        "amax",
+        "amin",
+        "max",
+        "min",
+        "var",
+        "std",
+        "softmax",
+        "log_softmax",
+        "layer_norm",
+        "rms_norm",
+    }
+)
+
 # Names an op's body uses for itself, made fresh against its arguments.
 _OP_LOCALS = ("M", "N", "K", "out", "kernel", "grid", "config")
 
@@ -95,7 +120,7 @@ _OP_LOCALS = ("M", "N", "K", "out", "kernel", "grid", "config")
 def is_matmul(node: dict[str, Any]) -> bool:
     """Whether the traced node is a matrix product this module lowers (or declines by name)."""
     if node.get("op") == "call_module":
-        return bool(node.get("module") == _LINEAR_MODULE)
+        return node.get("module") in (_LINEAR_MODULE, _CONV1D_MODULE)
     return node.get("op") in ("call_function", "call_method") and (
         node.get("target") == _LINEAR_FUNCTION or node.get("target") in _MATMUL
     )
@@ -126,6 +151,7 @@ class Stage:
     layout: str  # "nk" (an nn.Linear weight, [N, K]) or "kn" ([K, N])
     bias: str  # forward expression of the bias, or "None"
     halves: bool = False  # the product is taken apart into the two halves of its N columns (chunk)
+    fused: bool = False  # not a product: the template's kernel (elementwise, or one program per row)
     values: set[str] = field(default_factory=set)  # the nodes computed in this kernel
     output: str | None = None  # the node it stores, once something outside needs it
     local: str = ""  # the forward local holding the stored output
@@ -232,8 +258,8 @@ class _GemmBuilder(_Builder):
         self.label = f"{target}, node {name!r}"
         if node["op"] == "call_module":
             if kwargs or len(args) != 1:
-                raise self.fail("unsupported call of nn.Linear")
-            source, layout = args[0], "nk"
+                raise self.fail(f"unsupported call of {target}")
+            source, layout = args[0], "nk" if target == _LINEAR_MODULE else "kn"
             weight, bias = _on_self(f"{node['target']}.weight"), _on_self(f"{node['target']}.bias")
         elif target == _LINEAR_FUNCTION:
             bound = dict(zip(("input", "weight", "bias"), args, strict=False))
@@ -304,21 +330,26 @@ class _GemmBuilder(_Builder):
             self.stages[pending[-1]].values.add(name)
             self.stage_of[name] = pending[-1]
             return
-        if not pending:
-            if op in ("getattr", "size", "floordiv"):  # a number or a dtype read from one
-                self.kernel = Kernel([], "")
-                self.values[name] = self._call(node, node.get("target", node["op"]))
-                return
-            first = "before the first matrix product" if not self.stages else "outside a matrix product"
-            raise Unsupported(f"unsupported op {display} {first} (node {name!r})")
-        index = pending[-1]
+        if not pending and op in ("getattr", "size", "floordiv"):  # a number or a dtype read from one
+            self.kernel = Kernel([], "")
+            self.values[name] = self._call(node, node.get("target", node["op"]))
+            return
+        if not pending or (op in _ROW_OPS and not self.stages[pending[-1]].fused):
+            # Nothing computed in a kernel yet (work before a product), or a reduction over a
+            # product's rows: a kernel of its own over the tensors in memory it reads.
+            for r in refs:
+                if r in self.stage_of:
+                    self.store(r)
+            index = self._open_fused(node, refs, display)
+        else:
+            index = pending[-1]
         for r in refs:  # values of earlier kernels: stored there, read here
             if r in self.stage_of and self.stage_of[r] != index:
                 self.store(r)
         stage = self.stages[index]
         self.kernel, self.current = stage.kernel, stage
         value = self._call(node, node.get("target", node["op"]))
-        if any(isinstance(s, Reduce) for s in stage.kernel.body):
+        if not stage.fused and any(isinstance(s, Reduce) for s in stage.kernel.body):
             raise Unsupported(
                 f"unsupported {display} after a matrix product (node {name!r}): a reduction over "
                 "the product's rows needs the whole row, which the tiles split"
@@ -327,6 +358,19 @@ class _GemmBuilder(_Builder):
         if value.kind not in (DTYPE, SHAPE, SIZE):  # a kernel variable: it lives in this kernel
             stage.values.add(name)
             self.stage_of[name] = index
+
+    def _open_fused(self, node: dict[str, Any], refs: list[str], display: Any) -> int:
+        """A new template kernel over the largest tensor in memory that ``node`` reads."""
+        tensors = [self.tensors[r] for r in refs if r in self.tensors]
+        if not tensors:
+            raise Unsupported(f"unsupported op {display} on no tensor (node {node['name']!r})")
+        main = max(tensors, key=lambda t: (len(t.shape), math.prod(t.shape)))
+        if not main.shape:
+            raise Unsupported(f"unsupported op {display} on a 0-dimensional tensor (node {node['name']!r})")
+        kernel = Kernel(list(main.shape), main.expr)
+        kernel.names = self.taken
+        self.stages.append(Stage(node["name"], kernel, main.expr, "", "", "None", fused=True))
+        return len(self.stages) - 1
 
     def _product_halves(self, node: dict[str, Any], op: str) -> Value:
         """``gate, up = self.gate_up_proj(x).chunk(2, dim=-1)`` (Phi-3): one kernel computes both
@@ -524,9 +568,27 @@ def _halves_body(body: list[str]) -> list[str]:
     return out
 
 
-def _kernel_name(stage: Stage) -> str:
-    tags = [t for t in stage.kernel.tags if t != "identity"][:3]
-    return "_" + "_".join([stage.node, *tags]) + "_kernel"
+def _kernel_name(stage: Stage, taken: list[str]) -> str:
+    if stage.fused:
+        name = template.kernel_name(stage.kernel)
+    else:
+        tags = [t for t in stage.kernel.tags if t != "identity"][:3]
+        name = "_" + "_".join([stage.node, *tags]) + "_kernel"
+    base, i = name.removesuffix("_kernel"), 2
+    while name in taken:
+        name, i = f"{base}_{i}_kernel", i + 1
+    return name
+
+
+def _fused_op(stage: Stage) -> _StageOp:
+    """A kernel of the template (elementwise, or one program per row) over tensors in memory: the
+    kernel, its launch settings (``_launch_config`` is the products'), and its op."""
+    launcher = f"{stage.name.removesuffix('_kernel')}_launch_config"
+    op = template._forward_op(stage.kernel, stage.name, launcher)
+    kernel = template.render_kernel(stage.kernel, stage.name)
+    launch = template.render_launch(stage.kernel, stage.name, launcher)
+    args = [*op.tensors, *(expr for _, expr in stage.kernel.scalars)]
+    return _StageOp("\n\n".join([kernel, launch, op.source]), op.name, args)
 
 
 def render_kernel(stage: Stage) -> str:
@@ -685,14 +747,20 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
     }
     builder = _GemmBuilder(trace, {"self", *signature_args})
     stages = builder.build_stages()
+    names: list[str] = []
     for stage in stages:
         if stage.output is None:
             raise Unsupported(f"the result of {stage.node} is never used as a tensor")
         stage.kernel.output = builder.values[stage.output]
-        stage.name = _kernel_name(stage)
-    ops = [render_op(stage, builder.values[stage.output]) for stage in stages if stage.output]
+        stage.name = _kernel_name(stage, names)
+        names.append(stage.name)
+    ops = [
+        _fused_op(stage) if stage.fused else render_op(stage, builder.values[stage.output])
+        for stage in stages
+        if stage.output
+    ]
     forward = [f"def forward({parts.signature}){parts.returns}:"]
-    guards: list[tuple[str, str]] = []
+    guards = read_guards(trace)
     for stage in stages:
         guards += [g for g in stage.kernel.guards if g not in guards]
     for check, why in guards:
@@ -715,12 +783,14 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
             forward += _wrap(f"{stage.local} = {op.name}", args, "    ")
     if not returned:
         forward.append(f"    return {builder.returned}")
-    names = [stage.name for stage in stages]
     context = [c for c in parts.context if c not in _HEADER]
     count = "one Triton kernel" if len(names) == 1 else f"{len(names)} Triton kernels in sequence"
+    rows = any(stage.fused for stage in stages)
     text = (
         f"{problem.class_name} as {count}, {', '.join(names)}: tiled matrix products, each with its "
-        "epilogue fused. Each launch is a custom op, so torch.compile(fullgraph=True) takes the module "
+        "epilogue fused"
+        + (", and the work a tile cannot hold in kernels of its own" if rows else "")
+        + ". Each launch is a custom op, so torch.compile(fullgraph=True) takes the module "
         "as it is. No backward: under autograd the original computation runs."
     )
     doc = '"""' + "\n".join(textwrap.wrap(text, 104)) + '"""'
@@ -733,7 +803,8 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
     blocks.append(_CUSTOM_OP.strip("\n") + "\n")
     blocks.append(_GEMM_LAUNCH.strip("\n") + "\n")
     for stage, op in zip(stages, ops, strict=True):
-        blocks.append(render_kernel(stage))
+        if not stage.fused:
+            blocks.append(render_kernel(stage))
         blocks.append(op.source)
     members = [*parts.members, "\n".join(forward) + "\n"]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)

@@ -42,7 +42,15 @@ no environment variables: the static screen forbids it. Reductions over other
 dimensions, views and reshapes, and per-row tensors other than reductions are
 future work. A graph with matrix products (``nn.Linear``, ``F.linear``, ``x @ W``)
 goes to ``runners/generators/gemm.py``: one tiled GEMM kernel per product, the
-pointwise ops after it fused into its epilogue.
+pointwise ops after it fused into its epilogue. A graph whose outputs are larger
+than every input it reads (RoPE's cos and sin tables, built from positions and
+inverse frequencies) goes to ``runners/generators/outer.py``: one kernel over the
+outputs' shape, each input read where it broadcasts.
+
+The trace (``runners/trace.py``) may have read parameters' dtypes or shapes as
+values to follow a branch in forward (T5's ``if self.weight.dtype in ...``); each
+read becomes a guard in forward, which the suggestion turns into the original
+computation for other parameters (``runners/fallback.py``).
 
 Each kernel whose output has a gradient also gets a **backward** kernel: it recomputes the
 forward's values (row by row for row kernels, one program walking every ``n_programs``-th row) and
@@ -132,7 +140,7 @@ _spell("tanh", ("input",), "torch.nn.functional.tanh", "nn.Tanh")
 _spell("relu", ("input", "inplace"), "torch.nn.functional.relu", "nn.ReLU")
 _spell("silu", ("input", "inplace"), "torch.nn.functional.silu", "nn.SiLU")
 _spell("gelu", ("input", "approximate"), "torch.nn.functional.gelu", "nn.GELU")
-for _op in ("erf", "square"):
+for _op in ("erf", "square", "cos", "sin"):
     _spell(_op, ("input",), *_torch_and_method(_op))
 _spell("erf", ("input",), "torch.special.erf")
 _spell("mish", ("input", "inplace"), "torch.nn.functional.mish", "nn.Mish")
@@ -199,6 +207,8 @@ _UNARY = {
     "silu": "{a} * tl.sigmoid({a})",
     "gelu": "0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))",  # 1 / sqrt(2)
     "erf": "tl.erf({a})",
+    "cos": "tl.cos({a})",
+    "sin": "tl.sin({a})",
     "square": "{a} * {a}",
     # softplus with torch's defaults (beta 1, linear above 20), and mish = x * tanh(softplus(x));
     # exp of at most 20, so the branch where() leaves out never overflows (nor does its gradient)
@@ -351,6 +361,21 @@ def _on_self(path: str) -> str:
     return f'self.get_submodule("{owner}").{attr}'
 
 
+def read_guards(trace: dict[str, Any]) -> list[tuple[str, str]]:
+    """Refusals, in forward, of parameters whose dtype or shape differs from what forward's Python
+    read while it was traced (``runners/trace.py``): the graph holds only for those."""
+    out = []
+    for read in trace.get("param_reads", []):
+        param, value = read["param"], read["value"]
+        if read["what"] == "dtype":
+            check = f"{_on_self(param)}.dtype != {value}"
+        else:
+            value = tuple(value)
+            check = f"tuple({_on_self(param)}.shape) != {value!r}"
+        out.append((check, f"the kernel is specialised to {param}.{read['what']} == {value}"))
+    return out
+
+
 def _dtype_expr(atoms: tuple[str, ...]) -> str:
     return atoms[0] if len(atoms) == 1 else f"_result_dtype({', '.join(atoms)})"
 
@@ -384,7 +409,7 @@ class _Builder:
         split = bool(split_inputs)
         if split:
             shape[-1] //= 2
-        self.kernel = Kernel(shape, main["target"], split)
+        self.kernel = Kernel(shape, main["target"], split, guards=read_guards(trace))
         self.handlers: dict[str, Callable[[str, dict[str, Any]], Value]] = {
             **dict.fromkeys(_UNARY, self._unary),
             **dict.fromkeys(_BINARY, self._binary),
@@ -1346,10 +1371,12 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def render_launch(kernel: Kernel, name: str) -> str:
-    """The autotuned kernel and ``_launch_config``, the one place launch settings come from."""
+def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -> str:
+    """The autotuned kernel and ``_launch_config`` (``launcher`` where a file holds several kinds of
+    launch), the one place launch settings come from."""
     template = _ROW_LAUNCH if kernel.rows else _POINTWISE_LAUNCH
-    return template.strip("\n").replace("{kernel}", name) + "\n"
+    text = template.strip("\n").replace("{kernel}", name)
+    return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
 
 
 # ---------------------------------------------------------------------------
@@ -1573,9 +1600,9 @@ def _op_source(
     return "\n".join(op) + "\n\n\n" + "\n".join(fake_lines) + "\n"
 
 
-def _forward_op(kernel: Kernel, forward_name: str) -> _Op:
+def _forward_op(kernel: Kernel, forward_name: str, launcher: str = "_launch_config") -> _Op:
     """The forward kernel's launch as a custom op taking every tensor the kernel reads (inputs and
-    parameters) and the numbers it is given."""
+    parameters) and the numbers it is given (launch settings from ``launcher``)."""
     out = kernel.output
     assert out is not None
     taken = {"ctx", "d_out"}  # the names an autograd.Function's backward(ctx, d_out) takes
@@ -1601,7 +1628,7 @@ def _forward_op(kernel: Kernel, forward_name: str) -> _Op:
         output=dataclasses.replace(out, dtype=tuple(dtypes.get(a, a) for a in out.dtype)),
         guards=[],
     )
-    prep, launch, result = _launch_body(inner, forward_name, set(taken))
+    prep, launch, result = _launch_body(inner, forward_name, set(taken), launcher)
     params = [(a, "torch.Tensor") for a in tensors.values()]
     params += [(a, "torch.types.Number") for a in numbers.values()]
     name = _op_name(forward_name)
@@ -1812,14 +1839,16 @@ def _scalar_args(kernel: Kernel, taken: set[str]) -> tuple[list[str], list[str]]
     return lines, exprs
 
 
-def _launch_body(kernel: Kernel, name: str, taken: set[str]) -> tuple[list[str], list[str], str]:
+def _launch_body(
+    kernel: Kernel, name: str, taken: set[str], launcher: str = "_launch_config"
+) -> tuple[list[str], list[str], str]:
     """(statements preparing the forward kernel's arguments and output, statements launching it, the
     expression returned); ``kernel``'s numbers are names already (the op's arguments)."""
     local = {n: _fresh_local(n, taken) for n in _FORWARD_NAMES}
     launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
     scalars = [expr for _, expr in kernel.scalars]
     kernel_, grid, config = local["kernel"], local["grid"], local["config"]
-    body = [f"    {kernel_}, {grid}, {config} = _launch_config({launch.config}, {kernel.main}.is_cuda)"]
+    body = [f"    {kernel_}, {grid}, {config} = {launcher}({launch.config}, {kernel.main}.is_cuda)"]
     body += _wrap(f"{kernel_}[{grid}]", [*launch.tensors, *launch.sizes, *scalars, f"**{config}"], "    ")
     return list(launch.lines), body, launch.result
 
@@ -2093,10 +2122,12 @@ class TemplateGenerator:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
-        from runners.generators import gemm  # imports this module
+        from runners.generators import gemm, outer  # import this module
 
         if gemm.has_matmul(res.payload):  # matrix products: several kernels in sequence
             return [gemm.candidate(problem, res.payload, self.name)]
+        if outer.applies(res.payload):  # tables larger than their inputs (RoPE's cos and sin)
+            return [outer.candidate(problem, res.payload, self.name)]
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except Unsupported as exc:

@@ -12,6 +12,10 @@ from torch import nn
 
 LIMIT = 3.0
 
+# A module instance at module level, called in forward (transformers' ``gelu = get_activation("gelu")``):
+# it is not a submodule of the classes that call it, so the trace steps through its forward.
+_gelu_tanh = nn.GELU(approximate="tanh")
+
 
 # ---------------------------------------------------------------------------
 # Pointwise chains
@@ -267,6 +271,35 @@ class GatedRMSNorm(nn.Module):
         a, b = x.chunk(2, dim=-1)
         h = F.silu(a) * b
         return h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+
+
+class ClippedGelu(nn.Module):
+    """transformers' ClippedGELUActivation: a module-level activation, clipped to the module's bounds."""
+
+    def __init__(self, min: float = -0.5, max: float = 1.5):
+        super().__init__()
+        self.min = min
+        self.max = max
+
+    def forward(self, x):
+        return torch.clip(_gelu_tanh(x), self.min, self.max)
+
+
+class DtypeBranchNorm(nn.Module):
+    """T5's LayerNorm: forward's Python branches on the weight's dtype (the graph holds for float32 weights;
+    the suggestion gives any other dtype the original computation)."""
+
+    def __init__(self, hidden_size: int, eps: float = 1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size) + 0.1 * torch.randn(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        if self.weight.dtype in [torch.float16, torch.bfloat16]:
+            hidden_states = hidden_states.to(self.weight.dtype)
+        return self.weight * hidden_states
 
 
 # ---------------------------------------------------------------------------

@@ -466,3 +466,121 @@ def test_the_original_class_frame_is_kept_decorators_docstring_and_base():
         "class Norm(torch.nn.Module):\n", 'class Norm(torch.nn.Module):\n    """Mine."""\n\n'
     )
     assert ast.get_docstring(_class(with_eager_path(own, original, "Norm"))) == "Mine."
+
+
+_SCALE = textwrap.dedent(
+    """
+    import torch
+
+
+    class Scale(torch.nn.Module):
+        def __init__(self, factor: float = 2.0):
+            super().__init__()
+            self.factor = factor
+            self.weight = torch.nn.Parameter(torch.ones(4))
+
+        def forward(self, x):
+    """
+)
+GUARDED = _SCALE + textwrap.indent(
+    textwrap.dedent(
+        '''
+        """The kernel's path."""
+        if self.weight.dtype != torch.float32:
+            raise NotImplementedError("the kernel is specialised to weight.dtype == torch.float32")
+        if self.factor != 2.0:
+            raise NotImplementedError(
+                "the kernel is specialised to factor == 2.0"
+            )
+        return x
+        '''
+    ).strip("\n"),
+    "        ",
+)
+GUARDED_ORIGINAL = _SCALE + "        return x * self.factor * self.weight\n"
+
+
+def test_a_kernels_guards_take_the_original_computation_instead_of_raising(monkeypatch):
+    """A kernel specialised to a dtype or a setting refuses the others in leading guards; in the
+    suggestion a model in another dtype, or built with another setting, runs the original code."""
+    import torch
+
+    out = with_eager_path(GUARDED, GUARDED_ORIGINAL, "Scale")
+    assert "raise NotImplementedError" not in out
+    assert (
+        "            # the kernel is specialised to weight.dtype == torch.float32; otherwise the original "
+        "computation\n            return self._forward_eager(x)\n"
+    ) in out
+    assert (
+        "            # the kernel is specialised to factor == 2.0; otherwise the original computation\n"
+        in out
+    )
+    namespace: dict[str, object] = {}
+    exec(compile(out, "combined.py", "exec"), namespace)
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+    x = torch.randn(2, 4)
+    with torch.no_grad():
+        module = namespace["Scale"]()  # type: ignore[operator]
+        assert module(x) is x  # the kernel's path
+        assert torch.equal(module.to(torch.float64)(x.double()), x.double() * 2.0)
+        other = namespace["Scale"](factor=3.0)  # type: ignore[operator]
+        assert torch.equal(other(x), x * 3.0)
+
+
+def test_guards_are_left_alone_when_the_signatures_differ():
+    # The guard cannot pass the candidate's own argument names on to the original forward.
+    candidate = GUARDED.replace("def forward(self, x):", "def forward(self, inp):").replace(
+        "return x", "return inp"
+    )
+    out = with_eager_path(candidate, GUARDED_ORIGINAL, "Scale")
+    assert out.count("raise NotImplementedError") == 2
+
+
+def test_the_original_forwards_decorators_wrap_both_paths(monkeypatch):
+    """transformers' ``@dynamic_rope_update`` updates the module before each forward: in the
+    suggestion it wraps the forward that picks a path, so the kernel's path sees the update too."""
+    import torch
+
+    original = textwrap.dedent(
+        """
+        import functools
+        import torch
+
+
+        def refresh(forward):
+            @functools.wraps(forward)
+            def wrapper(self, x):
+                self.scale.fill_(3.0)  # as a dynamic RoPE recomputes inv_freq
+                return forward(self, x)
+
+            return wrapper
+
+
+        class Table(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.nn.Buffer(torch.ones(4))
+
+            @torch.no_grad()
+            @refresh
+            def forward(self, x):
+                return x * self.scale
+        """
+    )
+    candidate = original.replace("return x * self.scale", "return x * self.scale + 0.0  # the kernel")
+    candidate = candidate.replace("    @torch.no_grad()\n    @refresh\n", "")
+    out = with_eager_path(candidate, original, "Table")
+    cls = next(n for n in ast.parse(out).body if isinstance(n, ast.ClassDef))
+    methods = {
+        f.name: [ast.unparse(d) for d in f.decorator_list] for f in cls.body if isinstance(f, ast.FunctionDef)
+    }
+    assert methods["forward"] == ["torch.no_grad()", "refresh"]
+    assert methods[EAGER] == [] and methods[TRITON] == []
+    namespace: dict[str, object] = {}
+    exec(compile(out, "combined.py", "exec"), namespace)
+    x = torch.ones(2, 4, requires_grad=True)
+    for interpret in ("0", "1"):
+        monkeypatch.setenv("TRITON_INTERPRET", interpret)
+        module = namespace["Table"]()  # type: ignore[operator]
+        y = module(x)
+        assert torch.equal(y, torch.full((2, 4), 3.0)) and not y.requires_grad

@@ -109,6 +109,23 @@ MODULES = textwrap.dedent(
 
         def forward(self, x):
             return self.norm(self.fc(x))
+
+
+    class NormBetween(nn.Module):
+        # BERT's prediction head: Linear, activation, LayerNorm, then the next product.
+        def __init__(self, dim: int):
+            super().__init__()
+            self.dense = nn.Linear(dim, dim)
+            self.norm = nn.LayerNorm(dim, eps=1e-12)
+            self.out = nn.Linear(dim, 2 * dim, bias=False)
+
+        def forward(self, x):
+            return self.out(self.norm(F.gelu(self.dense(x))) * 2.0)
+
+
+    class SelfProduct(nn.Module):
+        def forward(self, x):
+            return x @ x
     """
 )
 # class -> (init args, input shape): odd sizes, so every edge of every tile is masked.
@@ -118,8 +135,10 @@ SIZES = {
     "FFN": ([24, 50], [3, 24]),
     "FunctionalMatmul": ([20, 36], [9, 20]),
     "FusedGateUp": ([24, 38], [2, 9, 24]),
-    "ScaleFirst": ([16], [4, 16]),
-    "NormAfter": ([16], [4, 16]),
+    "ScaleFirst": ([19], [4, 3, 19]),
+    "NormAfter": ([21], [5, 21]),
+    "NormBetween": ([26], [2, 3, 26]),
+    "SelfProduct": ([], [16, 16]),
 }
 
 
@@ -238,15 +257,35 @@ def test_a_product_taken_apart_in_two_halves_is_one_kernel_with_two_accumulators
     assert "        if self.gate_up_proj.weight.shape[0] % 2 != 0:" in source
 
 
-@pytest.mark.parametrize(
-    ("name", "message"),
-    [
-        ("ScaleFirst", r"^unsupported op operator\.mul before the first matrix product \(node 'mul'\)$"),
-        ("NormAfter", r"^unsupported nn\.LayerNorm after a matrix product \(node 'norm'\)"),
-    ],
-)
-def test_what_an_epilogue_cannot_hold_is_declined_by_name(tmp_path, name, message):
-    problem, graph = _problem(tmp_path, name)
+def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):
+    # A LayerNorm after a product needs the whole row, which a tile splits: the product stores its
+    # output and a row kernel (the template's) normalizes it, its epilogue fused in front.
+    problem, graph = _problem(tmp_path, "NormBetween")
+    source, names = gemm.render_module(problem, graph)
+    assert verify.screen_source(source) is None
+    assert names == ["_dense_gelu_kernel", "_layer_norm_fwd_kernel", "_out_kernel"] == _kernels(source)
+    forward = source[source.index("    def forward(self, x):") :]
+    assert forward.splitlines()[3:] == [
+        "        gelu = _dense_gelu(x, self.dense.weight, self.dense.bias)",
+        "        mul = _layer_norm_fwd(gelu, self.norm.weight, self.norm.bias, self.norm.eps)",
+        "        return _out(mul, self.out.weight, self.out.bias)",
+    ]
+    # Each kind of launch has its own settings: the products' _launch_config, the row kernel's.
+    assert "def _launch_config(kernel, autotuned, M, N, K, on_cuda):" in source
+    assert "def _layer_norm_fwd_launch_config(n_rows, n_cols, on_cuda):" in source
+    # Work before the first product: an elementwise kernel, then the product reads its output.
+    problem, graph = _problem(tmp_path, "ScaleFirst")
+    source, names = gemm.render_module(problem, graph)
+    assert names == ["_mul_kernel", "_fc_kernel"]
+    assert "def _mul_launch_config(n_elements, on_cuda):" in source
+
+
+def test_what_a_kernel_cannot_hold_is_declined_by_name(tmp_path):
+    problem, graph = _problem(tmp_path, "SelfProduct")
+    message = (
+        r"^unsupported second operand: only a 2-D parameter of the module "
+        r"\(operator\.matmul, node 'matmul'\)$"
+    )
     with pytest.raises(Unsupported, match=message):
         gemm.render_module(problem, graph)
 
@@ -265,7 +304,9 @@ def load(path, module):
     spec.loader.exec_module(mod)
     return mod
 ref = getattr(load(original, "original"), name)(*init).eval()
-new = getattr(load(source, "generated"), name)(*init).eval()
+suggested = load(original, "suggested")  # the suggestion lives in the original file's namespace
+exec(compile(open(source).read(), source, "exec"), vars(suggested))
+new = getattr(suggested, name)(*init).eval()
 new.load_state_dict(ref.state_dict())
 errors = {}
 for dtype in (torch.float32, torch.bfloat16):
@@ -280,7 +321,19 @@ print(json.dumps(errors))
 """
 
 
-@pytest.mark.parametrize("name", ["LinearGELU", "GatedMLP", "FFN", "FunctionalMatmul", "FusedGateUp"])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "LinearGELU",
+        "GatedMLP",
+        "FFN",
+        "FunctionalMatmul",
+        "FusedGateUp",
+        "ScaleFirst",
+        "NormAfter",
+        "NormBetween",
+    ],
+)
 def test_generated_module_matches_the_original_at_odd_sizes(tmp_path, name):
     problem, graph = _problem(tmp_path, name)
     source, _ = gemm.render_module(problem, graph)
@@ -389,3 +442,53 @@ def test_cli_verifies_the_module_on_cpu(cli, tmp_path, text, name, kernels):
     assert cand["compiled"] == COMPILE_KERNELS, cand["compiled"]
     assert cand["training"] == TRAINING_ORIGINAL  # no backward: autograd runs the original
     assert module["best"] == cand["id"]
+
+
+GPT2_STYLE = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+    from transformers.pytorch_utils import Conv1D
+
+
+    class GPT2StyleMLP(nn.Module):
+        # GPT-2's projections are transformers' Conv1D: x @ weight + bias, the weight stored [in, out].
+        def __init__(self, hidden: int, inner: int):
+            super().__init__()
+            self.c_fc = Conv1D(inner, hidden)
+            self.c_proj = Conv1D(hidden, inner)
+
+        def forward(self, x):
+            return self.c_proj(torch.nn.functional.gelu(self.c_fc(x), approximate="tanh"))
+    """
+)
+
+
+def test_transformers_conv1d_is_a_product_with_its_weight_read_as_it_lies(tmp_path):
+    path = tmp_path / "gpt2_style.py"
+    path.write_text(GPT2_STYLE, encoding="utf-8")
+    (problem,), _ = problems_for(str(path), str(tmp_path), "GPT2StyleMLP")
+    spec = {"tensor": {"shape": [3, 5, 24], "dtype": "float32", "dist": "normal"}}
+    problem.build = {
+        "source": "config",
+        "init_args": [{"value": 24}, {"value": 40}],
+        "init_kwargs": {},
+        "inputs": [spec],
+    }
+    req = {"file": problem.file, "root": problem.root, "class_name": "GPT2StyleMLP", "build": problem.build}
+    graph = trace.trace(req)
+    assert graph["ok"], graph
+    c_fc = next(n for n in graph["nodes"] if n["name"] == "c_fc")
+    assert c_fc["module"] == "transformers.pytorch_utils.Conv1D" and c_fc["config"] == {"nf": 40}
+    source, names = gemm.render_module(problem, graph)
+    assert names == ["_c_fc_gelu_tanh_kernel", "_c_proj_kernel"]
+    # The [K, N] weight through its strides as it lies (stride_wk, then stride_wn), its bias always.
+    assert "stride(1), weight.stride(0), weight.stride(1), HAS_BIAS" in " ".join(source.split())
+    generated = tmp_path / "generated.py"
+    generated.write_text(source, encoding="utf-8")
+    args = [sys.executable, "-c", _RUN, str(generated), problem.file, "GPT2StyleMLP", "[24, 40]"]
+    env = {**os.environ, **INTERPRET}
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for key, error in json.loads(done.stdout.splitlines()[-1]).items():
+        assert error < (1e-5 if "float32" in key else 2e-2), (key, error)

@@ -499,6 +499,25 @@ def test_guess_input_specs_without_known_layers_use_the_sizes():
     ]
 
 
+class _Rotary(nn.Module):
+    def __init__(self, max_position_embeddings: int = 300):
+        super().__init__()
+        self.max_seq_len_cached = max_position_embeddings
+        self.inv_freq = nn.Buffer(torch.ones(8))
+
+    def forward(self, x, position_ids):
+        return position_ids[..., None].float() * self.inv_freq + x.mean()
+
+
+def test_position_ids_are_guessed_as_integer_positions_below_the_longest_sequence():
+    specs = guess_input_specs(_Rotary(), 2, {})
+    positions = {"tensor": {"shape": [2, 16], "dtype": "int64", "dist": "randint", "low": 0, "high": 300}}
+    assert [s[1] for s in specs] == [positions] * 3
+    assert [shapes(s)[0] for s in specs] == [[2, 16, 64], [8, 64], [2, 4, 16, 64]]
+    values = make_values(specs[0], 0, "cpu")
+    assert values[1].dtype == torch.int64 and int(values[1].min()) >= 0 and int(values[1].max()) < 300
+
+
 # ---------------------------------------------------------------------------
 # The snippet shown when a module cannot be built
 

@@ -65,6 +65,8 @@ SUPPORTED = {
     "SeparateSwiGLU": "_silu_mul_kernel",
     "GatedRMSNorm": "_rms_norm_fwd_kernel",
     "SmoothActivations": "_erf_relu_square_mul_kernel",
+    "ClippedGelu": "_gelu_tanh_clamp_kernel",
+    "DtypeBranchNorm": "_rms_norm_fwd_kernel",
 }
 # Supported classes whose kernel gets no backward (a boolean output has no gradient): training keeps
 # the original path. Every other one gets a fused Triton backward.
@@ -826,3 +828,25 @@ def test_a_model_using_the_generated_module_compiles_with_fullgraph(compiled, na
     assert "error" not in result, result["error"]
     assert result["inference"] == "ok"
     assert result.get("training") == (None if name in NO_BACKWARD else "ok")
+
+
+def test_trace_records_the_parameter_reads_a_branch_needs(tmp_path):
+    """T5's LayerNorm branches on its weight's dtype: traced with the dtype as a value, and the read
+    recorded, so the kernel refuses (and the suggestion sends to the original) other dtypes."""
+    (problem,), _ = problems_for(str(ROOT / FILE), str(ROOT), "DtypeBranchNorm")
+    req = {"device": "cpu", "file": problem.file, "root": str(ROOT), "class_name": "DtypeBranchNorm"}
+    build = verify.prepare({**req, "dtype": None})["build"]
+    graph = trace.trace({**req, "build": build})
+    assert graph["ok"], graph
+    assert graph["param_reads"] == [{"param": "weight", "what": "dtype", "value": "torch.float32"}]
+    source, _, _ = render_module(problem, graph)
+    assert "        if self.weight.dtype != torch.float32:\n            raise NotImplementedError(" in source
+    # A module-level activation is traced through: gelu is an op of the graph, not a call of a module.
+    (problem,), _ = problems_for(str(ROOT / FILE), str(ROOT), "ClippedGelu")
+    req = {**req, "class_name": "ClippedGelu", "file": problem.file}
+    graph = trace.trace({**req, "build": verify.prepare({**req, "dtype": None})["build"]})
+    assert graph["ok"] and graph["param_reads"] == []
+    assert [n["target"] for n in graph["nodes"] if n["op"] == "call_function"] == [
+        "torch.nn.functional.gelu",
+        "torch.clip",
+    ]
