@@ -454,7 +454,8 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
             start, stop = raised.lineno - 1 + shift, (raised.end_lineno or raised.lineno) + shift
             pad = " " * raised.col_offset
             why = _guard_reason(raised)
-            new = [f"{pad}# {why}; otherwise the original computation"] if why else []
+            comment = textwrap.wrap(f"{why}; otherwise the original computation", 96) if why else []
+            new = [f"{pad}# {line}" for line in comment]
             new.append(f"{pad}return self.{EAGER}({call})")
             lines[start:stop] = new
             end += len(new) - (stop - start)
