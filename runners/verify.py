@@ -603,7 +603,9 @@ def _compare_float(
 
 def uses_tf32_dot(source: str) -> bool:
     """True when the code calls ``tl.dot`` (or ``triton.language.dot``) without asking for IEEE
-    precision: read from the syntax tree, so a comment or a string mentioning it changes nothing."""
+    precision (or ``tf32x3``, three TF32 products that keep about float32's accuracy, held to
+    float32's tolerance): read from the syntax tree, so a comment or a string mentioning it changes
+    nothing."""
     try:
         tree = pyast.parse(source)
     except SyntaxError:
@@ -617,7 +619,7 @@ def uses_tf32_dot(source: str) -> bool:
                 (
                     kw.arg == "input_precision"
                     and isinstance(kw.value, ast.Constant)
-                    and kw.value.value == "ieee"
+                    and kw.value.value in ("ieee", "tf32x3")
                 )
                 or (kw.arg == "allow_tf32" and isinstance(kw.value, ast.Constant) and kw.value.value is False)
                 for kw in node.keywords

@@ -12,8 +12,10 @@ Each one becomes a **GEMM kernel** over the flattened leading dimensions of its 
 (the product of the leading dimensions), ``K`` = in_features, ``N`` = out_features. The weight is
 read where it lies, through its strides (an ``nn.Linear`` weight in its ``[N, K]`` layout, no
 transposed copy). Each program computes one ``BLOCK_M x BLOCK_N`` tile of the output, walking ``K``
-in steps of ``BLOCK_K`` with a float32 accumulator (``tl.dot`` with ``input_precision="ieee"``: float32
-inputs get float32 products, no TF32); edges are masked, so any size works. The tiles go in groups
+in steps of ``BLOCK_K`` with a float32 accumulator. On CUDA, float16 and bfloat16 tiles multiply on
+tensor cores and float32 tiles as three TF32 products (``input_precision="tf32x3"``: about float32's
+accuracy, and the checks hold it to float32's tolerance, not TF32's); under the interpreter, float32
+products (``"ieee"``). Edges are masked, so any size works. The tiles go in groups
 of ``GROUP_M`` rows of tiles so that programs running together share columns of the weight in L2.
 
 The pointwise ops that follow a product are fused into its **epilogue**, on the tile still in
@@ -529,10 +531,14 @@ for k in range(0, K, BLOCK_K):
     a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
     w = tl.load(w_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
     if DOT_FP32:
+        # float32 products (the interpreter's tl.dot multiplies bfloat16 tiles as raw integers)
         a = a.to(tl.float32)
         w = w.to(tl.float32)
-    # float32 tiles: float32 products (no TF32); float16 and bfloat16 tiles: tensor cores
-    acc = tl.dot(a, w, acc, input_precision="ieee")
+        acc = tl.dot(a, w, acc, input_precision="ieee")
+    else:
+        # float16 and bfloat16 tiles: tensor cores; float32 tiles: three TF32 products each
+        # (tf32x3, about float32's accuracy, held to float32's tolerance by the checks)
+        acc = tl.dot(a, w, acc, input_precision="tf32x3")
     a_ptrs += BLOCK_K * stride_ak
     w_ptrs += BLOCK_K * stride_wk
 if HAS_BIAS:

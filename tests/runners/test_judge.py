@@ -681,6 +681,8 @@ def test_malformed_tensor_references_are_refused(bad):
     [
         ("acc += tl.dot(a, b)", True),
         ("acc += tl.dot(a, b, input_precision='ieee')", False),
+        ("acc += tl.dot(a, b, input_precision='tf32x3')", False),  # held to float32's tolerance
+        ("acc += tl.dot(a, b, input_precision='tf32')", True),
         ("acc += tl.dot(a, b, allow_tf32=False)", False),
         ("# uses tl.dot for speed\nacc = a * b", False),
         ("doc = 'tl.dot'\nacc = a * b", False),
