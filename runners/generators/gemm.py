@@ -40,8 +40,9 @@ The emitted code follows the template's conventions: the class keeps its name, c
 size is read from the tensors at call time; loads are in the input's dtype, the math in float32, the
 store in the output's dtype. Every launch goes through ``_launch_config``: on CUDA tensors with
 compiled Triton, an ``@triton.autotune`` wrapper over tile shapes, warps and pipeline stages keyed on
-``(M, N, K)``; under the Triton interpreter a plain launch with fixed settings. The kernels have no
-backward: under autograd the suggestion keeps the original computation (``runners/fallback.py``).
+``(M rounded up to a power of two, N, K)``; under the Triton interpreter a plain launch with fixed
+settings. The kernels have no backward: under autograd the suggestion keeps the original
+computation (``runners/fallback.py``).
 """
 
 from __future__ import annotations
@@ -93,7 +94,7 @@ _MATMUL = frozenset({"operator.matmul", "torch.matmul", "Tensor.matmul", "torch.
 _GEMM_NAMES = frozenset(
     """pid num_pid_m num_pid_n num_pid_in_group group_id first_pid_m group_size_m pid_m pid_n rm rn rk
     mask_m mask_n mask_k mask offsets a_ptr w_ptr bias_ptr out_ptr a_ptrs w_ptrs w2_ptrs a w w2 k acc acc2
-    M N K
+    M N K M_BUCKET
     stride_am stride_ak stride_wk stride_wn HAS_BIAS DOT_FP32 BLOCK_M BLOCK_N BLOCK_K GROUP_M""".split()
 )
 # Ops that reduce over a row: after a product they start a kernel of their own (a tile of the product
@@ -464,7 +465,9 @@ class _GemmBuilder(_Builder):
 _GEMM_LAUNCH = '''
 # On CUDA each product is autotuned over these tiles (Triton's matmul tutorial's configs): the first call
 # for a size times each on the real arguments (the kernels only write their output, so re-running them is
-# harmless) and keeps the fastest; a config that does not fit in shared memory is skipped.
+# harmless) and keeps the fastest; a config that does not fit in shared memory is skipped. A size is N, K
+# and M rounded up to a power of two (M_BUCKET): a model called at many batch and sequence lengths tunes
+# once per bucket, not once per length (every tile shape is correct at any M; only its speed differs).
 _GEMM_CONFIGS = [
     triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
     for m, n, k, w, s in (
@@ -483,15 +486,15 @@ _GEMM_CONFIGS = [
 def _launch_config(kernel, autotuned, M, N, K, on_cuda):
     """(kernel, grid, settings) for one tiled product out[M, N] = a[M, K] @ w[K, N] and its epilogue.
 
-    On CUDA the autotuned kernel picks its tiles (keyed on M, N and K) and multiplies the tiles in their
-    own dtype. Under the Triton interpreter, where triton.jit gives no JITFunction and timing settings
-    means nothing, a plain launch: tiles as large as the sizes allow, up to 128 (numpy multiplies a
-    whole tile at once, so fewer tiles mean fewer interpreted steps), multiplied in float32 (the
-    interpreter's tl.dot multiplies bfloat16 tiles as raw 16-bit integers).
+    On CUDA the autotuned kernel picks its tiles (keyed on M's bucket, N and K) and multiplies the
+    tiles in their own dtype. Under the Triton interpreter, where triton.jit gives no JITFunction
+    and timing settings means nothing, a plain launch: tiles as large as the sizes allow, up to 128
+    (numpy multiplies a whole tile at once, so fewer tiles mean fewer interpreted steps), multiplied
+    in float32 (the interpreter's tl.dot multiplies bfloat16 tiles as raw 16-bit integers).
     """
     if on_cuda and isinstance(kernel, triton.JITFunction):
         grid = lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)
-        return autotuned, grid, {"DOT_FP32": False}
+        return autotuned, grid, {"DOT_FP32": False, "M_BUCKET": triton.next_power_of_2(M)}
     block_m = min(128, max(16, triton.next_power_of_2(M)))
     block_n = min(128, max(16, triton.next_power_of_2(N)))
     block_k = min(128, max(16, triton.next_power_of_2(K)))
@@ -501,6 +504,7 @@ def _launch_config(kernel, autotuned, M, N, K, on_cuda):
         "BLOCK_K": block_k,
         "GROUP_M": 8,
         "DOT_FP32": True,
+        "M_BUCKET": triton.next_power_of_2(M),
         "num_warps": 4,
     }
     return kernel, (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),), config
@@ -615,6 +619,7 @@ def render_kernel(stage: Stage) -> str:
         "stride_wk",
         "stride_wn",
         *(arg for arg, _ in kernel.scalars),
+        "M_BUCKET",  # the autotuning key's M (a power of two, passed by name); the kernel reads M
         "HAS_BIAS: tl.constexpr",
         "DOT_FP32: tl.constexpr",
         "BLOCK_M: tl.constexpr",
@@ -639,7 +644,7 @@ def render_kernel(stage: Stage) -> str:
     body.append(f"tl.store(out_ptr + offsets, {out}.to(out_ptr.dtype.element_ty), mask=mask)")
     lines += [f"    {line}" if line else "" for line in body]
     autotuned = [
-        f'{stage.name}_autotuned = triton.autotune(configs=_GEMM_CONFIGS, key=["M", "N", "K"])(',
+        f'{stage.name}_autotuned = triton.autotune(configs=_GEMM_CONFIGS, key=["M_BUCKET", "N", "K"])(',
         f"    {stage.name}",
         ")",
     ]

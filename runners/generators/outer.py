@@ -258,7 +258,7 @@ def render_kernel(kernel: Kernel, results: list[Value], name: str) -> str:
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     outs = [f"out{i}_ptr" for i in range(len(results))]
     scalars = [a for a, _ in kernel.scalars]
-    params = [*pointers, *outs, "n_elements", "n_cols", *scalars, "BLOCK_SIZE: tl.constexpr"]
+    params = [*pointers, *outs, "n_elements", "n_cols", *scalars, "N_BUCKET", "BLOCK_SIZE: tl.constexpr"]
     lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
     body = [
         "pid = tl.program_id(0).to(tl.int64)",

@@ -275,7 +275,7 @@ def _tanh(x):
 # Names the kernels and forward use for themselves.
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
-    _tanh n_rows n_programs row_index d_out d_out_ptr""".split()
+    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET""".split()
 )
 _FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "kernel", "grid", "config")
 
@@ -1216,10 +1216,12 @@ def _module_arguments(node: dict[str, Any], params: tuple[str, ...]) -> dict[str
 # Under the Triton interpreter (TRITON_INTERPRET=1) triton.jit gives an interpreted function instead of
 # a JITFunction; timing configs there means nothing, so the plain launch runs.
 _POINTWISE_LAUNCH = '''
-# On CUDA, BLOCK_SIZE and num_warps are tuned per size (the plain launch's 1024 and 4 among them).
+# On CUDA, BLOCK_SIZE and num_warps are tuned per size (the plain launch's 1024 and 4 among them), a
+# size being n_elements rounded up to a power of two (N_BUCKET): a model called at many lengths tunes
+# once per bucket, not once per length.
 {kernel}_autotuned = triton.autotune(
     configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (512, 1024, 2048, 4096) for w in (4, 8)],
-    key=["n_elements"],
+    key=["N_BUCKET"],
 )({kernel})
 
 
@@ -1230,11 +1232,12 @@ def _launch_config(n_elements, on_cuda):
     gives no JITFunction and timing settings means nothing, a plain launch: 1024 elements over 4 warps,
     8 per thread, a common default for memory-bound kernels.
     """
+    bucket = triton.next_power_of_2(n_elements)
     if on_cuda and isinstance({kernel}, triton.JITFunction):
         grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
-        return {kernel}_autotuned, grid, {}
+        return {kernel}_autotuned, grid, {"N_BUCKET": bucket}
     block_size, num_warps = 1024, 4
-    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps}
+    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps, "N_BUCKET": bucket}
     return {kernel}, (triton.cdiv(n_elements, block_size),), config
 '''
 _ROW_LAUNCH = '''
@@ -1343,7 +1346,15 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     size = "n_cols" if rows else "n_elements"
     has_cols = any(load.kind == COL for load in kernel.loads)
     sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else [])]
-    params = [*pointers, "out_ptr", *sizes, *(arg for arg, _ in kernel.scalars), "BLOCK_SIZE: tl.constexpr"]
+    bucket = [] if rows else ["N_BUCKET"]  # the autotuning key (n_elements' power of two), by name
+    params = [
+        *pointers,
+        "out_ptr",
+        *sizes,
+        *(arg for arg, _ in kernel.scalars),
+        *bucket,
+        "BLOCK_SIZE: tl.constexpr",
+    ]
     lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
     if rows:
         lines += [

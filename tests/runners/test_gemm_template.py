@@ -198,7 +198,8 @@ def test_linear_with_its_bias_and_activation_is_one_kernel(tmp_path):
     # Launch: autotuned on CUDA, plain under the interpreter; a custom op with a fake for torch.compile.
     assert "def _launch_config(kernel, autotuned, M, N, K, on_cuda):" in source
     assert (
-        '_fc_gelu_kernel_autotuned = triton.autotune(configs=_GEMM_CONFIGS, key=["M", "N", "K"])(' in source
+        '_fc_gelu_kernel_autotuned = triton.autotune(configs=_GEMM_CONFIGS, key=["M_BUCKET", "N", "K"])('
+        in source
     )
     assert (
         "@_custom_op\ndef _fc_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)"

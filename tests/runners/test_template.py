@@ -295,7 +295,8 @@ def test_split_halves_are_read_from_one_input(swiglu_problem):
     (cand,) = TemplateGenerator().generate(swiglu_problem, 1)
     source = cand.source
     assert verify.screen_source(source) is None
-    assert "def _silu_mul_kernel(x_ptr, out_ptr, n_elements, n_cols, BLOCK_SIZE: tl.constexpr):" in source
+    head = "def _silu_mul_kernel(x_ptr, out_ptr, n_elements, n_cols, N_BUCKET, BLOCK_SIZE: tl.constexpr):"
+    assert head in source
     assert "    split_offsets = offsets + (offsets // n_cols) * n_cols" in source
     assert "tl.load(x_ptr + split_offsets, mask=mask, other=0.0)" in source
     assert "tl.load(x_ptr + split_offsets + n_cols, mask=mask, other=0.0)" in source
@@ -367,17 +368,17 @@ def _check_launches(source: str, kernel: str, kind: str, tmp_path: Path) -> dict
 def test_pointwise_launch_is_autotuned_on_cuda_and_plain_in_the_interpreter(swiglu_problem, tmp_path):
     (cand,) = TemplateGenerator().generate(swiglu_problem, 1)
     assert "_silu_mul_kernel_autotuned = triton.autotune(" in cand.source
-    assert 'key=["n_elements"]' in cand.source
+    assert 'key=["N_BUCKET"]' in cand.source
     report = _check_launches(cand.source, "_silu_mul_kernel", "pointwise", tmp_path)
     tuned = [[{"BLOCK_SIZE": b}, w] for b in (512, 1024, 2048, 4096) for w in (4, 8)]
     assert report["configs"] == tuned
     # Through forward on CPU tensors, interpreted: right, and the plain launch (nothing was tuned).
     assert report["forward_error"] < 1e-5
     assert report["autotuner_ran"] is False
-    assert report["interpreted_launch"] == [True, [1], {"BLOCK_SIZE": 1024, "num_warps": 4}]
+    assert report["interpreted_launch"] == [True, [1], {"BLOCK_SIZE": 1024, "num_warps": 4, "N_BUCKET": 1024}]
     # Compiled for CUDA: the autotuned kernel, its grid reading the chosen BLOCK_SIZE (735 / 512).
     assert report["cpu_tensors_launch_plainly"] is True
-    assert report["compiled_launch"] == [True, {}]
+    assert report["compiled_launch"] == [True, {"N_BUCKET": 1024}]  # 735 elements tune as 1024
     assert report["grid_for_512"] == [2]
     assert report["tuned_error"] < 1e-5
     assert report["best_is_a_config"] is True
