@@ -58,10 +58,11 @@ applies the chain rule to the kernel's own statements (``runners/generators/auto
 input gradients elementwise and summing parameter gradients over rows (in registers, one partial row
 per program, added up by torch; per element for pointwise kernels). A
 ``torch.autograd.Function`` launches both kernels, saving only the tensors it was given; the
-class's ``forward`` applies it. A kernel with an op that has no derivative rule, or a boolean
-output, gets the forward alone. The candidate also carries its code without the backward
-(``Candidate.without_backward``): what is suggested if the judge finds its gradients wrong. The
-backward launch is not tuned yet.
+class's ``forward`` applies it when autograd records (grad enabled and a tensor requiring grad),
+and otherwise calls the forward op alone, which saves the Function's cost per call. A kernel
+with an op that has no derivative rule, or a boolean output, gets the forward alone. The
+candidate also carries its code without the backward (``Candidate.without_backward``): what is
+suggested if the judge finds its gradients wrong. The backward launch is not tuned yet.
 
 Anything outside these patterns raises ``GeneratorError`` naming the first
 unsupported op and its node, e.g. ``template: unsupported op torch.cumsum
@@ -1694,7 +1695,12 @@ def render_function(
     sig_taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
     named, scalars = _scalar_args(kernel, sig_taken)
     module_forward = [f"def forward({signature}){returns}:", *_guard_lines(kernel), *named]
-    module_forward += _wrap(f"return {fn}.apply", [*tensors, *scalars], "    ")
+    pool = ", ".join(tensors) + ("," if len(tensors) == 1 else "")
+    module_forward.append(f"    if torch.is_grad_enabled() and any(t.requires_grad for t in ({pool})):")
+    module_forward += _wrap(f"return {fn}.apply", [*tensors, *scalars], "        ")
+    # Nothing to differentiate (inference, no_grad): the forward op alone, without the ~20 us that
+    # autograd.Function.apply costs a call.
+    module_forward += _wrap(f"return {op.name}", [*tensors, *scalars], "    ")
     return function, "\n".join(module_forward) + "\n"
 
 

@@ -274,7 +274,12 @@ def test_generated_code_reads_like_a_kernel_library(rms_norm_problem):
     assert "    kernel[grid](x_2d, weight, out, n_cols, eps, **config)" in source
     assert "@_rms_norm_fwd.register_fake\ndef _rms_norm_fwd_fake(x, weight, eps):" in source
     assert "@_rms_norm_bwd.register_fake" in source
-    assert "        return _RmsNormFunction.apply(x, self.weight, self.eps)" in source
+    # Autograd takes the Function; inference (nothing requires grad) the forward op alone.
+    assert (
+        "        if torch.is_grad_enabled() and any(t.requires_grad for t in (x, self.weight)):\n"
+        "            return _RmsNormFunction.apply(x, self.weight, self.eps)\n"
+    ) in source
+    assert "        return _rms_norm_fwd(x, self.weight, self.eps)\n" in source
     assert "1e-06" not in source
     # The backward beside it, as an autograd.Function (Liger-Kernel's layout).
     assert "class _RmsNormFunction(torch.autograd.Function):" in source
