@@ -76,6 +76,7 @@ import builtins
 import dataclasses
 import json
 import math
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -362,18 +363,32 @@ def _on_self(path: str) -> str:
     return f'self.get_submodule("{owner}").{attr}'
 
 
+_READ_DTYPES = frozenset(
+    "float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool complex64 complex128".split()
+)
+_PARAM_PATH = re.compile(r"[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_0-9]+)*")
+
+
 def read_guards(trace: dict[str, Any]) -> list[tuple[str, str]]:
     """Refusals, in forward, of parameters whose dtype or shape differs from what forward's Python
-    read while it was traced (``runners/trace.py``): the graph holds only for those."""
+    read while it was traced (``runners/trace.py``): the graph holds only for those.
+
+    The reads come from the sandbox that ran the module's code, which could have written them: each
+    becomes code only as a parameter path, a torch dtype's name or a tuple of sizes."""
     out = []
     for read in trace.get("param_reads", []):
-        param, value = read["param"], read["value"]
-        if read["what"] == "dtype":
-            check = f"{_on_self(param)}.dtype != {value}"
-        else:
+        param, what, value = read.get("param"), read.get("what"), read.get("value")
+        if not (isinstance(param, str) and _PARAM_PATH.fullmatch(param)):
+            raise Unsupported(f"the trace read a parameter named {str(param)[:80]!r}")
+        name = value.removeprefix("torch.") if what == "dtype" and isinstance(value, str) else None
+        if name in _READ_DTYPES:
+            check, value = f"{_on_self(param)}.dtype != torch.{name}", f"torch.{name}"
+        elif what == "shape" and isinstance(value, list) and all(type(v) is int and v >= 0 for v in value):
             value = tuple(value)
             check = f"tuple({_on_self(param)}.shape) != {value!r}"
-        out.append((check, f"the kernel is specialised to {param}.{read['what']} == {value}"))
+        else:
+            raise Unsupported(f"the trace read {what!r} of {param} as {str(value)[:80]!r}")
+        out.append((check, f"the kernel is specialised to {param}.{what} == {value}"))
     return out
 
 

@@ -856,3 +856,41 @@ def test_trace_records_the_parameter_reads_a_branch_needs(tmp_path):
         "torch.nn.functional.gelu",
         "torch.clip",
     ]
+
+
+TAMPERING = textwrap.dedent(
+    """
+    import torch
+    from torch import nn
+
+
+    class Tampering(nn.Module):
+        def __init__(self, dim: int):
+            super().__init__()
+            self.weight = nn.Parameter(torch.ones(dim))
+
+        def forward(self, x):
+            if self.weight.dtype == torch.float16:  # a branch: traced again with dtypes as values
+                x = x.half()
+            reads = getattr(getattr(self.weight, "tracer", None), "reads", None)
+            if reads is not None:  # the module's own code writes what the trace says it read
+                reads[("weight", "dtype")] = "torch.float32 or print('from the trace')"
+            return x * self.weight
+    """
+)
+
+
+def test_parameter_reads_a_module_forged_never_become_code(tmp_path):
+    """The trace runs the module's code, which can write the reads it reports: a guard is made only
+    of a parameter path, a dtype's name or sizes, never of text from the trace."""
+    path = tmp_path / "tampering.py"
+    path.write_text(TAMPERING, encoding="utf-8")
+    (problem,), _ = problems_for(str(path), str(tmp_path), "Tampering")
+    req = {"device": "cpu", "file": problem.file, "root": str(tmp_path), "class_name": "Tampering"}
+    problem.build = verify.prepare({**req, "dtype": None})["build"]
+    graph = trace.trace({**req, "build": problem.build})
+    assert graph["ok"], graph
+    forged = "torch.float32 or print('from the trace')"
+    assert graph["param_reads"] == [{"param": "weight", "what": "dtype", "value": forged}]
+    with pytest.raises(Unsupported, match=r"^the trace read 'dtype' of weight as \"torch\.float32 or print"):
+        render_module(problem, graph)
