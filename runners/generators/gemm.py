@@ -738,6 +738,21 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
     return _StageOp(source, name, args)
 
 
+def forward_args(exprs: list[str], taken: set[str]) -> tuple[list[str], list[str]]:
+    """(forward's statements naming the computed expressions, what forward passes an op): dotted
+    names pass as written; ``self.get_submodule("net.0").weight`` or a number computed in forward
+    is named first."""
+    lines, passed = [], []
+    for expr in exprs:
+        if all(part.isidentifier() for part in expr.split(".")):
+            passed.append(expr)
+        else:
+            named = _fresh_local(_arg_name(expr), taken)
+            lines.append(f"    {named} = {expr}")
+            passed.append(named)
+    return lines, passed
+
+
 def _arg_name(expr: str) -> str:
     """An op argument's name for a forward expression: ``x``, ``self.norm.weight`` -> ``norm_weight``."""
     if expr.startswith('self.get_submodule("'):
@@ -779,14 +794,8 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
     taken = set(builder.forward_names)
     returned = False
     for stage, op in zip(stages, ops, strict=True):
-        args = []
-        for expr in op.args:
-            if all(part.isidentifier() for part in expr.split(".")):
-                args.append(expr)
-            else:  # self.get_submodule("net.0").weight, a number computed in forward: named first
-                named = _fresh_local(_arg_name(expr), taken)
-                forward.append(f"    {named} = {expr}")
-                args.append(named)
+        named, args = forward_args(op.args, taken)
+        forward += named
         if stage is stages[-1] and stage.local == builder.returned:
             forward += _wrap(f"return {op.name}", args, "    ")
             returned = True

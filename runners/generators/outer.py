@@ -34,6 +34,7 @@ from typing import Any
 
 from runners import pyast
 from runners.generators.base import Candidate, GeneratorDeclined, Problem
+from runners.generators.gemm import forward_args
 from runners.generators.template import (
     _CUSTOM_OP,
     _HEADER,
@@ -54,8 +55,10 @@ from runners.generators.template import (
     _Builder,
     _dtype_expr,
     _fresh_local,
+    _guard_lines,
     _node_refs,
     _op_source,
+    _promote,
     _wrap,
     class_parts,
     read_guards,
@@ -224,7 +227,7 @@ class _OuterBuilder(_Builder):
             value = Value(a.name, kind, a.dtype)
         else:
             name = self.assign(self.node["name"], f"tl.where(cols < half, {a.name}, {b.name})")
-            value = Value(name, kind, _promote_pair(a, b))
+            value = Value(name, kind, _promote([a, b]))
         self.tag("cat")
         return self.check_shape(value)
 
@@ -234,10 +237,6 @@ class _OuterBuilder(_Builder):
             if value.kind != FULL or value.is_bool:
                 raise Unsupported(f"forward returns a {value.kind} value; only tables of the outputs' shape")
             self.results.append(value)
-
-
-def _promote_pair(a: Value, b: Value) -> tuple[str, ...]:
-    return a.dtype if a.dtype == b.dtype else (*a.dtype, *b.dtype)
 
 
 def _kernel_name(kernel: Kernel) -> str:
@@ -360,18 +359,9 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
     }
     taken = {"self", *signature_args}
-    forward = [f"def forward({parts.signature}){parts.returns}:"]
-    for check, why in kernel.guards:
-        forward += [f"    if {check}:", f"        raise NotImplementedError({why!r})"]
-    passed = []
-    for expr in args:
-        if all(p.isidentifier() for p in expr.split(".")):
-            passed.append(expr)
-        else:
-            local = _fresh_local(expr.removeprefix("self.").replace(".", "_"), taken)
-            forward.append(f"    {local} = {expr}")
-            passed.append(local)
-    forward += _wrap(f"return {op_name}", passed, "    ")
+    forward = [f"def forward({parts.signature}){parts.returns}:", *_guard_lines(kernel)]
+    named, passed = forward_args(args, taken)
+    forward += [*named, *_wrap(f"return {op_name}", passed, "    ")]
     doc = (
         f'"""{problem.class_name} as one Triton kernel, {name}: its {len(results)} output(s) in one '
         "elementwise pass over their shape.\nThe launch is a custom op, so torch.compile(fullgraph=True) "
