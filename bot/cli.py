@@ -454,7 +454,11 @@ def cmd_review(args: argparse.Namespace) -> int:
             root, path, names, entries, generators, settings, unavailable=unavailable, progress=progress
         )
 
-    report = RunReport(device=pipeline.describe_device(device), min_speedup=min_speedup)
+    report = RunReport(
+        device=pipeline.describe_device(device),
+        min_speedup=min_speedup,
+        min_speedup_vs_compile=config.min_speedup_vs_compile,
+    )
     try:
         local_review.kernelize(change, planned, config, run_file, report)
     except local_review.ReviewError as exc:

@@ -295,6 +295,7 @@ def render(change: Change, planned: Plan, config: RepoConfig, run: RunReport) ->
         device=run.device,
         min_speedup=run.min_speedup,
         summary_only=config.comment.mode == "summary-only",
+        min_speedup_vs_compile=run.min_speedup_vs_compile,
     )
     summary = publish.summary_comment(run, reports, change.head, review_plan)
     check = publish.check_run_output(run, reports, review_plan)

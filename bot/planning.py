@@ -101,6 +101,7 @@ def review(
     device: DeviceInfo,
     min_speedup: float,
     summary_only: bool,
+    min_speedup_vs_compile: float | None = None,
 ) -> tuple[publish.ReviewPlan, dict[tuple[str, str], str]]:
     """The review of ``reports`` (one suggestion per winner that fits the diff), and the winners'
     code by (target, candidate id)."""
@@ -117,5 +118,6 @@ def review(
         device=device,
         min_speedup=min_speedup,
         summary_only=summary_only,
+        min_speedup_vs_compile=min_speedup_vs_compile,
     )
     return plan, winners

@@ -24,7 +24,7 @@ from typing import Any, NamedTuple
 import jinja2
 
 from runners.render import environment
-from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, Status
+from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, Status, held_for_compile
 
 COMMENT_LIMIT = 65_536  # characters in an issue, review or review-comment body
 CHECK_LIMIT = 65_535  # characters and bytes in a check run's output.summary / output.text
@@ -296,6 +296,7 @@ def plan_review(
     device: DeviceInfo,
     min_speedup: float = 1.05,
     summary_only: bool = False,
+    min_speedup_vs_compile: float | None = None,
 ) -> ReviewPlan:
     """One suggestion comment per module with a best candidate, replacing the class's lines at
     ``head_sha`` with the candidate's code exactly as verified.
@@ -304,13 +305,15 @@ def plan_review(
     file's diff in the pull request (None when GitHub shows none); ``candidate_sources[(target, id)]``
     the verified code. A winner that cannot be a suggestion (class outside one hunk, file not in the
     diff, code that no longer matches its checksum, a body over GitHub's limit) is ``summary_only``.
+    One slower than the repository's ``min_speedup_vs_compile`` asks is neither: the summary says
+    torch.compile is the faster choice, and ``/kernelize apply`` finds nothing to apply.
     """
     comments: list[ReviewComment] = []
     suggestions: list[Suggestion] = []
     held: dict[str, HeldBack] = {}
     for m in reports:
         best = m.best_candidate()
-        if best is None:
+        if best is None or held_for_compile(m, min_speedup_vs_compile) is not None:
             continue
         code = candidate_sources.get((m.target, best.id))
         if code is None:
@@ -433,14 +436,17 @@ class _ModuleView:
     """A module as the summary and the check run describe it."""
 
     m: ModuleReport
-    # suggested | summary_only | skipped | kernelized | no_candidates | none_passed | no_faster | not_timed
+    # suggested | summary_only | compile_faster | skipped | kernelized | no_candidates | none_passed |
+    # no_faster | not_timed
     case: str
     shown: CandidateResult | None  # the best, or the fastest correct candidate when none won
     counts: str  # "2 incorrect, 1 crashed"
     held: HeldBack | None
 
 
-def _views(reports: Sequence[ModuleReport], plan: ReviewPlan | None) -> list[_ModuleView]:
+def _views(
+    reports: Sequence[ModuleReport], plan: ReviewPlan | None, min_speedup_vs_compile: float | None = None
+) -> list[_ModuleView]:
     posted = {s.target for s in plan.suggestions} if plan else set()
     held_back = plan.held_back if plan else {}
     views = []
@@ -453,8 +459,11 @@ def _views(reports: Sequence[ModuleReport], plan: ReviewPlan | None) -> list[_Mo
             f"{n} {status.value}" for status, n in Counter(c.status for c in m.candidates).items()
         )
         held = held_back.get(m.target)
+        slower = held_for_compile(m, min_speedup_vs_compile)
         if m.status in ("skipped", "kernelized"):
             case = m.status
+        elif slower is not None:
+            case, held = "compile_faster", HeldBack(slower, None)
         elif m.target in posted:
             case = "suggested"
         elif best is not None:
@@ -484,7 +493,7 @@ def summary_comment(
     When everything does not fit, detail goes first (candidate lists, then code, then snippets), then
     modules are left out of the table with a count, and the check run keeps the rest.
     """
-    views = _views(reports, plan)
+    views = _views(reports, plan, run.min_speedup_vs_compile)
     levels = [  # from everything to the least detail
         _Detail(max_candidates=20, reason_chars=300, show_code=True, show_snippets=True),
         _Detail(max_candidates=3, reason_chars=120, show_code=True, show_snippets=True),
@@ -552,7 +561,7 @@ def check_run_output(
     the summary comment); "neutral" when there is nothing to suggest, which is not a failure of the
     pull request. ``summary`` and ``text`` fit GitHub's 65,535 characters and bytes.
     """
-    views = _views(reports, plan)
+    views = _views(reports, plan, run.min_speedup_vs_compile)
     suggested = (len(plan.comments) + len(plan.summary_only)) if plan else 0
     if error is not None:
         conclusion, title = "failure", "Kernelize could not finish"

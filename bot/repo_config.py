@@ -420,6 +420,20 @@ class RepoConfig(_Section):
             f"(unset: the server's, {DEFAULT_MIN_SPEEDUP} by default)."
         ),
     )
+    min_speedup_vs_compile: float | None = Field(
+        default=None,
+        gt=0.0,
+        le=100.0,
+        allow_inf_nan=False,
+        description=(
+            "Suggest a kernel only when it also runs at this speedup over torch.compile of the "
+            "original or more (1.0: at least as fast as compile), by median time on the GPU. A "
+            "kernel that misses it is reported, with torch.compile named as the faster choice, "
+            "and not suggested; so is one that was not timed (a run without a GPU). Where "
+            "torch.compile fails on the module, a kernel faster than eager is still suggested. "
+            "Unset: compile is reported beside every kernel but not required."
+        ),
+    )
     max_modules: int = Field(
         default=10,
         ge=1,
@@ -562,6 +576,11 @@ class RepoConfig(_Section):
             if getattr(o, name) is not None
         ]
         speedup = f"{self.min_speedup:g}x" if self.min_speedup else "the server default"
+        vs_compile = (
+            f"{self.min_speedup_vs_compile:g}x (nothing slower is suggested)"
+            if self.min_speedup_vs_compile
+            else "none required (reported beside every kernel)"
+        )
         lines = [
             f"- **Runs:** {runs}",
             f"- **Files:** {files}",
@@ -570,6 +589,7 @@ class RepoConfig(_Section):
             f"- **Dtypes:** {codes(self.dtypes) if self.dtypes else 'as each module is built'}",
             f"- **Tolerances:** {'built-in, tightened: ' + ', '.join(tighter) if tighter else 'built-in'}",
             f"- **Minimum speedup:** {speedup}",
+            f"- **Minimum speedup over torch.compile:** {vs_compile}",
             f"- **Modules per pull request:** at most {self.max_modules}",
             f"- **Module entries:** {codes(list(self.modules)) if self.modules else 'none'}",
             f"- **Comments:** {self.comment.mode}; when nothing is faster: {self.comment.when_nothing_found}",

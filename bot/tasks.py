@@ -28,7 +28,7 @@ from sqlalchemy import update
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
-from bot import applying, commands, db, jobs, planning, publish, tracking
+from bot import applying, broker, commands, db, jobs, planning, publish, tracking
 from bot.github import GitHubApp, GitHubError, InstallationClient, PullInfo
 from bot.models import Job, utcnow
 from bot.planning import BUNDLE_TEXT_BYTES
@@ -480,6 +480,7 @@ def plan_pull_request(
         "mode": mode,
         "when_nothing_found": config.comment.when_nothing_found,
         "min_speedup": engine["min_speedup"],
+        "min_speedup_vs_compile": config.min_speedup_vs_compile,
         "private": pull.private,
         "kernelized": kernelized,
     }
@@ -919,7 +920,12 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     reports += [_kernelized_report(k) for k in context.get("kernelized", [])]
     device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
     min_speedup = float(context.get("min_speedup") or _settings().min_speedup)
-    run = RunReport(device=device, modules=reports, min_speedup=min_speedup)
+    run = RunReport(
+        device=device,
+        modules=reports,
+        min_speedup=min_speedup,
+        min_speedup_vs_compile=context.get("min_speedup_vs_compile"),
+    )
     plan, winners = planning.review(
         reports,
         context["targets"],
@@ -928,6 +934,7 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
         device=device,
         min_speedup=run.min_speedup,
         summary_only=context.get("mode") == "summary-only",
+        min_speedup_vs_compile=run.min_speedup_vs_compile,
     )
     _mark_outdated(client, owner, repo, number, head_sha)
     review_id = None
@@ -1067,7 +1074,9 @@ def record_installation(event: str, payload: dict[str, Any]) -> dict[str, Any]:
 
 
 def register(app: Any) -> None:
-    """Register the GitHub-side tasks on a Celery app."""
+    """Register the GitHub-side tasks on a Celery app; on the embedded broker, this worker takes
+    its tasks through bot/broker.py's transport (a dead worker's tasks are given back)."""
+    broker.install()
 
     @app.task(name=PLAN_TASK, shared=False, bind=True, acks_late=True, max_retries=None)  # type: ignore[untyped-decorator]
     def _plan(self: Any, **kwargs: Any) -> dict[str, Any]:

@@ -215,6 +215,36 @@ class RunReport:
     modules: list[ModuleReport] = field(default_factory=list)
     min_speedup: float = 1.05
     version: int = REPORT_VERSION
+    # A repository's requirement: suggest only what runs at this speedup over torch.compile or more.
+    min_speedup_vs_compile: float | None = None
+
+
+def held_for_compile(m: ModuleReport, minimum: float | None) -> str | None:
+    """Why ``m``'s winner is not suggested under a repository's ``min_speedup_vs_compile``, or None.
+
+    The winner already beats eager; it must also run at ``minimum`` times torch.compile's speed or
+    more (by median). Where torch.compile fails on the original there is nothing to compile instead,
+    so the winner stands. Where compile or the winner went untimed (a CPU run, the baseline switched
+    off), the requirement cannot be shown to hold, so nothing is suggested."""
+    best = m.best_candidate()
+    if minimum is None or best is None:
+        return None
+    rule = (
+        f"this repository suggests only what runs at {minimum:g}x torch.compile or more "
+        "(`min_speedup_vs_compile`)"
+    )
+    if best.median_ms is None:
+        return f"not timed (no GPU), and {rule}"
+    if m.baselines.compile_error:
+        return None
+    if best.speedup_vs_compile is None:
+        return f"torch.compile was not timed, and {rule}"
+    if best.speedup_vs_compile < minimum:
+        return (
+            f"{_x(best.speedup_vs_eager)} eager, but {_x(best.speedup_vs_compile)} torch.compile, "
+            f"and {rule}: compiling the model is the faster choice"
+        )
+    return None
 
 
 def to_dict(obj: Any) -> Any:
@@ -256,4 +286,5 @@ def report_from_dict(d: dict[str, Any]) -> RunReport:
         modules=[module_from_dict(m) for m in d["modules"]],
         min_speedup=d.get("min_speedup", 1.05),
         version=d["version"],
+        min_speedup_vs_compile=d.get("min_speedup_vs_compile"),
     )

@@ -149,6 +149,20 @@ def test_code_shown_only_in_the_summary_is_committed_too(world: World) -> None:
     assert world.suggestions()[0].status == "applied"
 
 
+def test_a_repository_requiring_compile_gets_nothing_it_could_not_show_beats_compile(world: World) -> None:
+    """``min_speedup_vs_compile`` on the default branch: a winner not timed against torch.compile
+    (this run has no GPU) is reported, not suggested, and not left to commit."""
+    world.fake.set_file(OWNER, REPO, "main", ".github/kernelize.yml", "min_speedup_vs_compile: 1.0\n")
+    world.comment(RUN)
+    assert not world.reviews() and not world.suggestions()
+    summary = next(r for r in world.replies() if "kernelize:summary" in r)
+    assert "correct, held by `min_speedup_vs_compile`" in summary
+    assert "not timed (no GPU), and this repository suggests only what runs at 1x torch.compile" in summary
+    assert "/kernelize apply" not in summary.split("**Commands**")[0]
+    _, reply = _apply_and_reply(world, f"/kernelize apply {PATH}::RMSNorm")
+    assert reply.startswith(f"Kernelize has no suggestion for `{PATH}::RMSNorm` on this pull request")
+
+
 def test_apply_refuses_what_it_cannot_commit_and_says_why(world: World) -> None:
     _, reply = _apply_and_reply(world, "/kernelize apply RMSNorm", login="reader")
     assert "@reader" in reply and "commits to this pull request's branch" in reply

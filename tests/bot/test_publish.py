@@ -239,6 +239,7 @@ def plan_for(reports: list[ModuleReport], device: DeviceInfo = GPU, **kw: object
         codes,
         HEAD,
         device=device,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -404,6 +405,42 @@ def test_a_file_outside_the_diff_or_code_that_changed_is_not_suggested() -> None
     assert tampered.comments == [] and "not the code that was verified" in held.reason and held.code is None
     targets = [{"path": "models/scale.py", "class_name": "Scale", "start": 21, "end": 34}]
     assert held_suggestions(tampered, targets, [scale_report()]) == []  # never code that was not verified
+
+
+def test_a_repository_requiring_compile_gets_nothing_slower_than_compile() -> None:
+    """``min_speedup_vs_compile``: a winner over eager that compile beats is reported, named as
+    slower, and neither suggested nor left for ``/kernelize apply``; the check run is neutral."""
+    slower = scale_report(winner(speedup_vs_compile=0.58))
+    run = RunReport(device=GPU, modules=[slower], min_speedup_vs_compile=1.0)
+    plan = plan_for([slower], min_speedup_vs_compile=1.0)
+    assert plan.comments == [] and plan.suggestions == [] and plan.held_back == {}
+    targets = [{"path": "models/scale.py", "class_name": "Scale", "start": 21, "end": 34}]
+    assert held_suggestions(plan, targets, [slower]) == []
+    text = summary_comment(run, [slower], HEAD, plan)
+    row = next(line for line in text.splitlines() if line.startswith("| `models/scale.py::Scale`"))
+    assert "| correct, held by `min_speedup_vs_compile` |" in row
+    assert "2.40x eager, but 0.58x torch.compile" in text
+    assert "runs at 1x torch.compile or more" in text and "compiling the model is the faster choice" in text
+    out = check_run_output(run, [slower], plan)
+    assert (out.conclusion, out.title) == ("neutral", "Nothing to suggest")
+    assert "0.58x torch.compile" in out.text
+
+    # Without the requirement the same winner is suggested, its headline saying compile is faster.
+    assert len(plan_for([slower]).comments) == 1
+    # Fast enough, or nothing to compile instead (compile fails on the original): suggested.
+    fails_to_compile = scale_report(winner(speedup_vs_compile=None))
+    fails_to_compile.baselines = Baselines(eager_ms=0.12, compile_error="E")
+    for report in (scale_report(winner(speedup_vs_compile=1.02)), fails_to_compile):
+        assert len(plan_for([report], min_speedup_vs_compile=1.0).comments) == 1
+    # Not shown to beat compile (a CPU run, or compile not timed): not suggested.
+    untimed = winner(median_ms=None, speedup_vs_eager=None, speedup_vs_compile=None)
+    for report, why in (
+        (scale_report(untimed), "not timed (no GPU)"),
+        (scale_report(winner(speedup_vs_compile=None)), "torch.compile was not timed"),
+    ):
+        run = RunReport(device=GPU, modules=[report], min_speedup_vs_compile=1.0)
+        plan = plan_for([report], min_speedup_vs_compile=1.0)
+        assert plan.comments == [] and why in summary_comment(run, [report], HEAD, plan)
 
 
 def test_cpu_runs_never_praise_speed() -> None:
