@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, select
+from sqlalchemy import Connection, Engine, create_engine, event, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 
@@ -98,6 +98,13 @@ def session_factory(engine: Engine) -> sessionmaker[Session]:
     return sessionmaker(engine, expire_on_commit=False)
 
 
+def bound_engine(sessions: sessionmaker[Session]) -> Engine:
+    """The engine ``sessions`` is bound to now (``sessions.configure(bind=…)`` changes it)."""
+    bind = sessions.kw["bind"]
+    assert isinstance(bind, Engine)
+    return bind
+
+
 MIGRATIONS = Path(__file__).resolve().parent / "migrations"
 _MIGRATION_LOCK = 0x6B7A  # a PostgreSQL advisory lock id: one process migrates at a time
 
@@ -136,8 +143,19 @@ def create_schema(engine: Engine) -> None:
     migrate(engine)
 
 
-def record_delivery(
-    session: Session,
+# INSERT … ON CONFLICT (delivery_id) DO NOTHING RETURNING id, per dialect, built once.
+_CLAIM = {
+    "postgresql": postgresql.insert(Delivery)
+    .on_conflict_do_nothing(index_elements=[Delivery.delivery_id])
+    .returning(Delivery.id),
+    "sqlite": sqlite.insert(Delivery)
+    .on_conflict_do_nothing(index_elements=[Delivery.delivery_id])
+    .returning(Delivery.id),
+}
+
+
+def claim_delivery(
+    conn: Connection,
     *,
     delivery_id: str,
     event: str,
@@ -146,28 +164,25 @@ def record_delivery(
     installation_id: int | None = None,
     repository: str | None = None,
     job_id: str | None = None,
-) -> Delivery | None:
-    """Insert the delivery and flush it; None when ``delivery_id`` was already recorded.
+) -> bool:
+    """Record the delivery in ``conn``'s transaction as it will stay; False when already recorded.
 
-    The unique constraint decides, not a prior SELECT: two concurrent redeliveries
-    cannot both get through (on PostgreSQL the second INSERT waits for the first
-    transaction, then fails). A savepoint keeps the caller's transaction usable.
+    One statement, one round trip. The unique key decides, not a prior SELECT: a second
+    transaction inserting the same id waits for the first (on PostgreSQL the row's lock, on SQLite
+    the file's), then inserts nothing (the first committed) or its own row (the first rolled
+    back), so two concurrent redeliveries cannot both get through. Any other constraint raises.
     """
-    row = Delivery(
-        delivery_id=delivery_id,
-        event=event,
-        action=action,
-        installation_id=installation_id,
-        repository=repository,
-        outcome=outcome,
-        job_id=job_id,
-    )
-    try:
-        with session.begin_nested():
-            session.add(row)
-    except IntegrityError:
-        exists = select(Delivery.id).where(Delivery.delivery_id == delivery_id)
-        if session.execute(exists).first() is None:
-            raise  # some other constraint: a bug, not a duplicate
-        return None
-    return row
+    values = {
+        "delivery_id": delivery_id,
+        "event": event,
+        "action": action,
+        "installation_id": installation_id,
+        "repository": repository,
+        "outcome": outcome,
+        "job_id": job_id,
+    }
+    return conn.execute(_CLAIM[conn.dialect.name], values).first() is not None
+
+
+def set_job_id(conn: Connection, delivery_id: str, job_id: str) -> None:
+    conn.execute(update(Delivery).where(Delivery.delivery_id == delivery_id).values(job_id=job_id))

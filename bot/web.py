@@ -7,20 +7,22 @@ queue (``enqueue``) are parameters, so tests hand in plain functions.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
+import anyio
 from fastapi import FastAPI, Request, Response
-from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import JSONResponse
 from fastapi_offline import FastAPIOffline
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram, generate_latest
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from bot import api, dashboard, db
 from bot.metrics import StateCollector
+from bot.models import Outcome
 from bot.settings import Settings
 from bot.webhooks import SIGNATURE_HEADER, BadDelivery, WebhookDelivery, parse_delivery, verify_signature
 
@@ -31,6 +33,11 @@ log = logging.getLogger("kernelize.web")
 OPENAPI_URL = "/api/v1/openapi.json"
 DOCS_URL = "/api/v1/docs"
 DOCS_ASSETS = "/api/v1/docs/assets"
+# Deliveries handled at once per process, each in a thread holding one pooled database connection
+# (fewer than the pool's 20 in bot.db.make_engine, so a burst never opens connections beyond it).
+# Above this they wait in the event loop, which costs nothing, instead of in more threads, which
+# on a small machine spend the CPU taking turns at the GIL.
+WEBHOOK_THREADS = 16
 
 
 class _Unavailable(Exception):
@@ -57,6 +64,23 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+class _WebhookFirst:
+    """POST /webhook straight to its handler, ahead of FastAPI's exception middleware, routing and
+    dependency solving (a tenth of a delivery's CPU: docs/benchmarks.md, "Webhook ingest"). Every
+    other request, and the route itself where the path differs (a root path), go through FastAPI.
+    Errors still reach FastAPI's outer ServerErrorMiddleware: a 500, logged."""
+
+    def __init__(self, app: ASGIApp, handler: Callable[[Request], Awaitable[Response]]) -> None:
+        self.app, self.handler = app, handler
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http" and scope["path"] == "/webhook" and scope["method"] == "POST":
+            response = await self.handler(Request(scope, receive))
+            await response(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+
 def create_app(
     settings: Settings,
     *,
@@ -70,6 +94,7 @@ def create_app(
     if settings.webhook_secret is None:
         raise ValueError("the webhook server needs a webhook secret")
     secret = settings.webhook_secret.get_secret_value().encode()
+    threads = anyio.CapacityLimiter(WEBHOOK_THREADS)
     registry = CollectorRegistry()  # per app: tests build many apps in one process
     deliveries = Counter(
         "kernelize_webhook_deliveries", "Signed deliveries answered", ["event", "outcome"], registry=registry
@@ -96,32 +121,42 @@ def create_app(
         return JSONResponse({"status": "rejected", "error": error}, status_code=status)
 
     def handle(d: WebhookDelivery) -> tuple[int, dict[str, Any], str | None]:
-        """Record, decide, enqueue: one transaction, rolled back if the broker refuses."""
+        """Decide, then record and enqueue in one transaction, rolled back if the broker refuses.
+
+        The row goes in as it will stay (outcome, and the task id ``enqueue`` gives every
+        delivery's first task): one INSERT, then the broker, then COMMIT. Its unique key holds a
+        concurrent redelivery until this transaction ends, so one of them enqueues."""
+        job = None if d.event == "ping" else decide(d.event, d.payload)  # pure: before the transaction
+        outcome: Outcome = "ping" if d.event == "ping" else "ignored" if job is None else "enqueued"
+        planned = None if job is None else f"delivery-{d.delivery_id}"
         try:
-            with sessions() as session, session.begin():
-                row = db.record_delivery(
-                    session,
+            with db.bound_engine(sessions).begin() as conn:
+                new = db.claim_delivery(
+                    conn,
                     delivery_id=d.delivery_id,
                     event=d.event,
                     action=d.action,
                     installation_id=d.installation_id,
                     repository=d.repository,
-                    outcome="ping" if d.event == "ping" else "ignored",
+                    outcome=outcome,
+                    job_id=planned,
                 )
-                if row is None:
+                if not new:
                     return 200, {"status": "duplicate"}, None
-                if d.event == "ping":
-                    return 200, {"status": "pong"}, None
-                job = decide(d.event, d.payload)
                 if job is None:
-                    return 202, {"status": "ignored"}, None
+                    return (
+                        (200, {"status": "pong"}, None)
+                        if d.event == "ping"
+                        else (202, {"status": outcome}, None)
+                    )
                 try:
-                    row.job_id = enqueue(job, d.delivery_id)
+                    job_id = enqueue(job, d.delivery_id)
                 except Exception as exc:
                     log.error("enqueue failed: %s: %s", type(exc).__name__, exc)
                     raise _Unavailable("broker") from exc
-                row.outcome = "enqueued"
-            return 202, {"status": "enqueued", "job": job}, row.job_id
+                if job_id != planned:  # an enqueue that names its tasks otherwise
+                    db.set_job_id(conn, d.delivery_id, job_id)
+            return 202, {"status": "enqueued", "job": job}, job_id
         except SQLAlchemyError as exc:
             log.error("database failed: %s: %s", type(exc).__name__, exc)
             raise _Unavailable("database") from exc
@@ -139,7 +174,7 @@ def create_app(
         except BadDelivery as exc:
             return reject(400, "malformed", str(exc), delivery_id)
         try:
-            status, answer, job_id = await run_in_threadpool(handle, delivery)
+            status, answer, job_id = await anyio.to_thread.run_sync(handle, delivery, limiter=threads)
         except _Unavailable as exc:
             return reject(503, exc.reason, f"{exc.reason} unavailable, nothing recorded", delivery_id)
         deliveries.labels(delivery.event, answer["status"]).inc()
@@ -152,6 +187,8 @@ def create_app(
     async def webhook(request: Request) -> Response:
         with seconds.time():
             return await receive(request)
+
+    app.add_middleware(_WebhookFirst, handler=webhook)
 
     app.include_router(api.router(sessions, settings.github_api_url))
     app.include_router(dashboard.router(sessions, settings))

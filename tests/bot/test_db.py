@@ -33,6 +33,12 @@ def _count(sessions: sessionmaker[Session]) -> int:
         return session.execute(select(func.count()).select_from(Delivery)).scalar_one()
 
 
+def _claim(engine: Engine, delivery_id: str, **fields: object) -> bool:
+    values: dict[str, object] = {"event": "pull_request", "outcome": "enqueued"} | fields
+    with engine.begin() as conn:
+        return db.claim_delivery(conn, delivery_id=delivery_id, **values)  # type: ignore[arg-type]
+
+
 @pytest.mark.parametrize(
     ("url", "normal"),
     [
@@ -51,70 +57,76 @@ def test_postgresql_urls_use_psycopg3() -> None:
     assert db.make_engine("postgresql://u@127.0.0.1/d").dialect.driver == "psycopg"
 
 
-def test_record_then_duplicate(sessions: sessionmaker[Session]) -> None:
-    with sessions() as session, session.begin():
-        row = db.record_delivery(
-            session,
-            delivery_id="d-1",
-            event="pull_request",
-            action="opened",
-            installation_id=2**40,  # installation ids outgrew 32 bits long ago
-            repository="octo/hello",
-            outcome="ignored",
-        )
-        assert row is not None
-    with sessions() as session, session.begin():
-        again = db.record_delivery(session, delivery_id="d-1", event="pull_request", outcome="ignored")
-        assert again is None
-        # The transaction is still usable after the duplicate (a savepoint took the error).
-        assert db.record_delivery(session, delivery_id="d-2", event="ping", outcome="ping") is not None
+def test_in_memory_sqlite_is_shared_across_threads() -> None:
+    engine = db.make_engine("sqlite://")
+    db.create_schema(engine)
+    sessions = db.session_factory(engine)
+
+    thread = threading.Thread(target=_claim, args=(engine, "t"), kwargs={"event": "ping", "outcome": "ping"})
+    thread.start()
+    thread.join()
+    assert _count(sessions) == 1
+
+
+def test_claim_records_once_as_it_will_stay(engine: Engine, sessions: sessionmaker[Session]) -> None:
+    # Installation ids outgrew 32 bits long ago.
+    fields = {"action": "opened", "installation_id": 2**40, "repository": "octo/hello"}
+    assert _claim(engine, "c", job_id="delivery-c", **fields) is True
+    assert _claim(engine, "c", outcome="ignored") is False  # a redelivery: the first row stays
     with sessions() as session:
-        stored = session.execute(select(Delivery).where(Delivery.delivery_id == "d-1")).scalar_one()
-        assert (stored.event, stored.action, stored.installation_id, stored.repository) == (
-            "pull_request",
-            "opened",
-            2**40,
-            "octo/hello",
-        )
-        assert stored.received_at.tzinfo is not None
-        assert stored.received_at.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
-        assert abs((datetime.now(UTC) - stored.received_at).total_seconds()) < 60
-    assert _count(sessions) == 2
+        row = session.execute(select(Delivery)).scalar_one()
+    assert (row.delivery_id, row.event, row.action, row.installation_id, row.repository) == (
+        "c",
+        "pull_request",
+        "opened",
+        2**40,
+        "octo/hello",
+    )
+    assert (row.outcome, row.job_id) == ("enqueued", "delivery-c")
+    assert row.received_at.utcoffset().total_seconds() == 0  # type: ignore[union-attr]
+    assert abs((datetime.now(UTC) - row.received_at).total_seconds()) < 60
 
 
-def test_rollback_after_record_leaves_nothing(sessions: sessionmaker[Session]) -> None:
-    """The web edge rolls back when the broker refuses; the row must go too (pysqlite's SAVEPOINT trap)."""
-    with pytest.raises(RuntimeError), sessions() as session, session.begin():
-        assert db.record_delivery(session, delivery_id="d-1", event="push", outcome="ignored") is not None
+def test_claim_rolled_back_leaves_nothing_and_can_be_claimed_again(
+    engine: Engine, sessions: sessionmaker[Session]
+) -> None:
+    with pytest.raises(RuntimeError), engine.begin() as conn:
+        assert db.claim_delivery(conn, delivery_id="c", event="push", outcome="ignored")
         raise RuntimeError("broker down")
     assert _count(sessions) == 0
+    assert _claim(engine, "c") is True
 
 
-def test_other_integrity_errors_are_not_duplicates(sessions: sessionmaker[Session]) -> None:
-    with pytest.raises(IntegrityError), sessions() as session, session.begin():
-        db.record_delivery(session, delivery_id="d-1", event="push", outcome="maybe")  # type: ignore[arg-type]
+def test_claim_refuses_other_integrity_errors(engine: Engine, sessions: sessionmaker[Session]) -> None:
+    with pytest.raises(IntegrityError):
+        _claim(engine, "c", outcome="maybe")
     assert _count(sessions) == 0
 
 
-def test_concurrent_inserts_record_once(sessions: sessionmaker[Session]) -> None:
-    """Two transactions racing on one delivery id: one row, one None, no error."""
-    results: list[bool] = []
+@pytest.mark.parametrize("first_commits", [True, False])
+def test_concurrent_claims_record_once(
+    engine: Engine, sessions: sessionmaker[Session], first_commits: bool
+) -> None:
+    """Two transactions racing on one delivery id. The second waits for the first, then records
+    nothing when it committed, its own row when it rolled back (the broker refused: GitHub's
+    redelivery must get through)."""
+    results: dict[str, bool] = {}
     first_inserted, release = threading.Event(), threading.Event()
 
     def first() -> None:
-        with sessions() as session, session.begin():
-            results.append(
-                db.record_delivery(session, delivery_id="d", event="push", outcome="ignored") is not None
-            )
-            first_inserted.set()
-            release.wait(5)  # hold the transaction open while the second one tries
+        try:
+            with engine.begin() as conn:
+                results["first"] = db.claim_delivery(conn, delivery_id="c", event="push", outcome="ignored")
+                first_inserted.set()
+                release.wait(5)  # hold the transaction open while the second one tries
+                if not first_commits:
+                    raise RuntimeError("broker down")
+        except RuntimeError:
+            pass
 
     def second() -> None:
         first_inserted.wait(5)
-        with sessions() as session, session.begin():
-            results.append(
-                db.record_delivery(session, delivery_id="d", event="push", outcome="ignored") is not None
-            )
+        results["second"] = _claim(engine, "c", event="push", outcome="ignored")
 
     threads = [threading.Thread(target=first), threading.Thread(target=second)]
     for thread in threads:
@@ -122,20 +134,13 @@ def test_concurrent_inserts_record_once(sessions: sessionmaker[Session]) -> None
     threading.Timer(0.3, release.set).start()
     for thread in threads:
         thread.join(10)
-    assert sorted(results) == [False, True]
+    assert results == {"first": True, "second": not first_commits}
     assert _count(sessions) == 1
 
 
-def test_in_memory_sqlite_is_shared_across_threads() -> None:
-    engine = db.make_engine("sqlite://")
-    db.create_schema(engine)
-    sessions = db.session_factory(engine)
-
-    def insert() -> None:
-        with sessions() as session, session.begin():
-            db.record_delivery(session, delivery_id="t", event="ping", outcome="ping")
-
-    thread = threading.Thread(target=insert)
-    thread.start()
-    thread.join()
-    assert _count(sessions) == 1
+def test_set_job_id(engine: Engine, sessions: sessionmaker[Session]) -> None:
+    assert _claim(engine, "c", job_id="delivery-c")
+    with engine.begin() as conn:
+        db.set_job_id(conn, "c", "another-id")
+    with sessions() as session:
+        assert session.execute(select(Delivery.job_id)).scalar_one() == "another-id"

@@ -259,6 +259,21 @@ def test_a_broker_outage_records_nothing_and_a_redelivery_later_works(
     assert [m["headers"]["id"] for m in queued("github")] == ["delivery-d-outage"]
 
 
+def test_an_enqueue_naming_its_task_otherwise_is_recorded_with_that_id(
+    start_edge: Callable[..., Edge], http: httpx.Client
+) -> None:
+    edge = start_edge(enqueue=lambda job, delivery_id: f"task-{delivery_id}")
+    assert edge.post(http, "pull_request", PR_OPENED, delivery="d-named").status_code == 202
+    assert [(row.outcome, row.job_id) for row in edge.rows()] == [("enqueued", "task-d-named")]
+
+
+def test_the_webhook_path_answers_only_posts(start_edge: Callable[..., Edge], http: httpx.Client) -> None:
+    """POST /webhook skips FastAPI's routing; other methods still get FastAPI's answer."""
+    edge = start_edge()
+    assert http.get(f"{edge.url}/webhook").status_code == 405
+    assert edge.rows() == []
+
+
 def test_a_failing_decision_records_nothing(start_edge: Callable[..., Edge], http: httpx.Client) -> None:
     def broken(event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
         raise KeyError("pull_request")
