@@ -2,7 +2,8 @@
 
     python bench/kernel_quality.py [--problems DIR] [--generator NAME]... [--device auto|cpu|cuda]
                                    [--small] [--samples N] [--only PATTERN]... [--timeout S]
-                                   [--min-speedup X] [--no-compile] [--markdown PATH] [--json PATH]
+                                   [--min-speedup X] [--no-compile] [--peak-tbps X]
+                                   [--markdown PATH] [--json PATH]
     python bench/kernel_quality.py --from-json RUN.json [RUN.json ...] [--markdown PATH]
 
 Each problem (every ``nn.Module`` class in ``bench/problems/*.py``, built through its
@@ -23,6 +24,16 @@ the portfolio (per problem, the engine's pick).
 - ``--json``: the engine's versioned run report plus a ``quality`` section (rows and summary).
   ``--from-json`` renders the table again from one or more such files: a long GPU run can be made
   in parts with ``--only`` and put together afterwards.
+
+A second table has one row per problem: the engine's pick beside eager and torch.compile, the
+engine's wall time on the module (building it, the generators, every candidate's checks and
+timing), and for problems a file marks ``BOUND = "memory"`` the pick's achieved bandwidth: the
+bytes the module must move at the least (its inputs, parameters and buffers read once, its outputs
+written once: measured by running the module on the meta device) over the kernel's median time,
+and that as a share of the device's peak (``--peak-tbps``; by default known for H200, H100 and
+A100 by name). A file's ``LEVEL = 1`` (one operation) or ``LEVEL = 2`` (a chain of them: a
+product or convolution with its epilogue, a norm after a product) gives the portfolio's summary
+per level.
 
 Summary rows: fractions are over all problems (declined, failed and unbuildable ones count as not
 verified and not faster). "Faster than eager" is the engine's verdict: at least ``--min-speedup``
@@ -98,6 +109,42 @@ class Row:
     @property
     def verified(self) -> bool:
         return self.status == Status.CORRECT.value
+
+
+@dataclass
+class Facts:
+    """What a problem file says of itself (``LEVEL``, ``BOUND``) and the least bytes it moves."""
+
+    level: int | None = None
+    bound: str = ""  # "memory", "compute" or unsaid
+    bytes_moved: int | None = None
+
+
+# Peak memory bandwidth in TB/s by a substring of the device's name (the vendors' figures).
+PEAK_TBPS = {
+    "H200": 4.8,
+    "H100 NVL": 3.9,
+    "H100 PCIe": 2.0,
+    "H100": 3.35,
+    "A100-SXM4-80GB": 2.039,
+    "A100": 1.555,
+}
+
+
+def peak_tbps(device_name: str) -> float | None:
+    return next((tb for name, tb in PEAK_TBPS.items() if name in device_name), None)
+
+
+@dataclass
+class ProblemRow:
+    """The engine's pick for one problem, with its cost and, for memory-bound ones, its bandwidth."""
+
+    pick: Row
+    generator: str  # the pick's generator
+    level: int | None
+    engine_s: float | None
+    gb_per_s: float | None
+    of_peak: float | None
 
 
 @dataclass
@@ -241,9 +288,25 @@ class Table:
     rows: list[Row]
     summaries: list[Summary]
     timed: bool
+    problems: list[ProblemRow] = field(default_factory=list)
 
 
-def build_table(report: RunReport, generators: list[str]) -> Table:
+def problem_rows(report: RunReport, facts: dict[str, Facts], peak: float | None) -> list[ProblemRow]:
+    out = []
+    for m in report.modules:
+        pick, f = portfolio_row(m, report.min_speedup), facts.get(m.target, Facts())
+        gbps = None
+        if f.bound == "memory" and f.bytes_moved and pick.verified and pick.kernel_ms:
+            gbps = f.bytes_moved / (pick.kernel_ms * 1e-3) / 1e9
+        of_peak = gbps / (peak * 1e3) if gbps is not None and peak else None
+        generator = next((c.generator for c in m.candidates if c.id == pick.candidate), "")
+        out.append(ProblemRow(pick, generator, f.level, m.wall_s, gbps, of_peak))
+    return out
+
+
+def build_table(
+    report: RunReport, generators: list[str], facts: dict[str, Facts] | None = None, peak: float | None = None
+) -> Table:
     rows = [r for m in report.modules for r in rows_for(m, generators, report.min_speedup)]
     names = list(dict.fromkeys([*generators, *(r.generator for r in rows if r.generator != "—")]))
     skipped = [r for r in rows if r.status == "skipped"]
@@ -252,8 +315,13 @@ def build_table(report: RunReport, generators: list[str]) -> Table:
         for g in names
         if any(r.generator == g and r.status != "not asked" for r in rows)
     ]
-    summaries.append(summarize(PORTFOLIO, [portfolio_row(m, report.min_speedup) for m in report.modules]))
-    return Table(rows, summaries, timed=report.device.kind == "cuda")
+    problems = problem_rows(report, facts or {}, peak)
+    summaries.append(summarize(PORTFOLIO, [p.pick for p in problems]))
+    for level in sorted({p.level for p in problems if p.level is not None}):
+        summaries.append(
+            summarize(f"{PORTFOLIO}, level {level}", [p.pick for p in problems if p.level == level])
+        )
+    return Table(rows, summaries, timed=report.device.kind == "cuda", problems=problems)
 
 
 # ---------------------------------------------------------------------------
@@ -272,9 +340,21 @@ def _mean(value: float | None, rows: int) -> str:
     return "—" if value is None else f"{value:.2f}x over {rows} row{'s' if rows != 1 else ''}"
 
 
-def markdown(report: RunReport, generators: list[str], unavailable: dict[str, str], header: list[str]) -> str:
-    """The whole page: ``header`` lines, the device, the per-problem table and the summary."""
-    table = build_table(report, generators)
+def _number(value: float | None, digits: int = 3) -> str:
+    return "—" if value is None else f"{value:.{digits}g}"
+
+
+def markdown(
+    report: RunReport,
+    generators: list[str],
+    unavailable: dict[str, str],
+    header: list[str],
+    facts: dict[str, Facts] | None = None,
+    peak: float | None = None,
+) -> str:
+    """The whole page: ``header`` lines, the device, the per-generator and per-problem tables and the
+    summary."""
+    table = build_table(report, generators, facts, peak)
     dev = report.device
     if dev.kind == "cuda":
         device = f"{dev.name} (CUDA {dev.cuda}, driver {dev.driver}), torch {dev.torch}, triton {dev.triton}"
@@ -319,6 +399,38 @@ def markdown(report: RunReport, generators: list[str], unavailable: dict[str, st
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += [
         "",
+        "## Per problem: the engine's pick",
+        "",
+        f"Bandwidth: the least bytes a memory-bound problem moves over the pick's median time, against "
+        f"{f'{peak:g} TB/s' if peak else 'no known peak'}. Engine: the wall time spent on the module.",
+        "",
+        "| problem | level | eager ms | compile ms | pick | verdict | kernel ms | vs eager | vs compile "
+        "| GB/s | of peak | engine s |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in table.problems:
+        r = p.pick
+        pick = f"{r.candidate} ({p.generator})" if r.candidate else r.status
+        if table.timed:
+            times = [fmt_ms(r.eager_ms), fmt_ms(r.compile_ms)]
+            kernel = [fmt_ms(r.kernel_ms), fmt_speedup(r.vs_eager), fmt_speedup(r.vs_compile)]
+            bandwidth = [_number(p.gb_per_s, 4), "—" if p.of_peak is None else f"{100 * p.of_peak:.0f}%"]
+        else:
+            times, kernel, bandwidth = [NOT_MEASURED] * 2, [NOT_MEASURED] * 3, [NOT_MEASURED] * 2
+        level = "—" if p.level is None else str(p.level)
+        cells = [
+            r.problem,
+            level,
+            *times,
+            pick,
+            r.verdict or r.status,
+            *kernel,
+            *bandwidth,
+            _number(p.engine_s),
+        ]
+        lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    lines += [
+        "",
         "## Summary",
         "",
         "| generator | problems | verified | faster than eager | faster than torch.compile "
@@ -327,6 +439,7 @@ def markdown(report: RunReport, generators: list[str], unavailable: dict[str, st
     ]
     for s in table.summaries:
         name = "portfolio (the engine's pick per problem)" if s.name == PORTFOLIO else s.name
+        name = name.replace(f"{PORTFOLIO}, level", "portfolio, level")
         if table.timed:
             timing = [
                 _fraction(s.faster_than_eager, s.problems),
@@ -350,12 +463,21 @@ def markdown(report: RunReport, generators: list[str], unavailable: dict[str, st
     return "\n".join(lines)
 
 
-def quality_section(report: RunReport, generators: list[str], unavailable: dict[str, str]) -> dict[str, Any]:
-    table = build_table(report, generators)
+def quality_section(
+    report: RunReport,
+    generators: list[str],
+    unavailable: dict[str, str],
+    facts: dict[str, Facts] | None = None,
+    peak: float | None = None,
+) -> dict[str, Any]:
+    table = build_table(report, generators, facts, peak)
     return {
         "generators": generators,
         "unavailable": unavailable,
+        "facts": {k: to_dict(v) for k, v in (facts or {}).items()},
+        "peak_tbps": peak,
         "rows": [to_dict(r) for r in table.rows],
+        "problems": [to_dict(p) for p in table.problems],
         "summary": [to_dict(s) for s in table.summaries],
     }
 
@@ -368,6 +490,51 @@ def defines(path: Path) -> set[str]:
     """Top-level function names of a file, read without importing it."""
     tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
     return {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+
+
+def _constants(path: Path) -> dict[str, Any]:
+    """The file's top-level ``NAME = literal`` assignments, read without importing it."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    out: dict[str, Any] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            try:
+                out[node.targets[0].id] = ast.literal_eval(node.value)
+            except ValueError:
+                continue
+    return out
+
+
+def problem_facts(problem: Problem) -> Facts:
+    """``LEVEL`` and ``BOUND`` from the problem's file; for a memory-bound one, the bytes its inputs,
+    parameters, buffers and outputs hold, from one run on the meta device (sizes only, no data).
+    The problem files are this suite's own code: they are imported here."""
+    import importlib.util
+
+    import torch
+
+    path = Path(problem.file)
+    consts = _constants(path)
+    level, bound = consts.get("LEVEL"), consts.get("BOUND", "")
+    facts = Facts(level if isinstance(level, int) else None, bound if isinstance(bound, str) else "")
+    if facts.bound != "memory":
+        return facts
+    spec = importlib.util.spec_from_file_location(f"kernel_quality_{path.stem}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    try:
+        spec.loader.exec_module(module)
+        with torch.device("meta"), torch.no_grad():
+            model = getattr(module, problem.class_name)(*module.get_init_inputs())
+            args = module.get_inputs()
+            out = model(*args)
+    except Exception:  # a module the meta device cannot run: no bandwidth figure
+        return facts
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    tensors += list(model.parameters()) + list(model.buffers())
+    tensors += [out] if isinstance(out, torch.Tensor) else [t for t in out if isinstance(t, torch.Tensor)]
+    facts.bytes_moved = sum(t.numel() * t.element_size() for t in tensors)
+    return facts
 
 
 def matches(problem: Problem, patterns: list[str]) -> bool:
@@ -411,6 +578,7 @@ class Run:
     report: RunReport
     generators: list[str]
     unavailable: dict[str, str] = field(default_factory=dict)
+    facts: dict[str, Facts] = field(default_factory=dict)
 
 
 def choose_generators(requested: list[str], device: str) -> tuple[list[str], dict[str, str]]:
@@ -447,8 +615,10 @@ def run(args: argparse.Namespace, device: str, progress: Any) -> Run:
         problems = load_problems(Path(args.problems), args.only, args.small, scratch)
         if not problems:
             raise SystemExit(f"kernel_quality: no problem in {args.problems} matches {args.only}")
+        facts = {}
         for i, problem in enumerate(problems, 1):
             progress(f"[{i}/{len(problems)}] {problem.target}")
+            facts[problem.target] = problem_facts(problem)
             m = pipeline.kernelize(problem, gens, settings, progress)
             m.unavailable = dict(unavailable)
             report.modules.append(m)
@@ -458,7 +628,7 @@ def run(args: argparse.Namespace, device: str, progress: Any) -> Run:
     finally:
         if scratch is not None:
             shutil.rmtree(scratch, ignore_errors=True)
-    return Run(report, names, unavailable)
+    return Run(report, names, unavailable, facts)
 
 
 def load_runs(paths: list[str]) -> Run:
@@ -468,7 +638,8 @@ def load_runs(paths: list[str]) -> Run:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
         report = report_from_dict(data)
         quality = data.get("quality", {})
-        part = Run(report, list(quality.get("generators", [])), dict(quality.get("unavailable", {})))
+        facts = {k: Facts(**v) for k, v in quality.get("facts", {}).items()}
+        part = Run(report, list(quality.get("generators", [])), dict(quality.get("unavailable", {})), facts)
         if merged is None:
             merged = part
             continue
@@ -477,6 +648,7 @@ def load_runs(paths: list[str]) -> Run:
         merged.report.modules += report.modules
         merged.generators = list(dict.fromkeys([*merged.generators, *part.generators]))
         merged.unavailable.update(part.unavailable)
+        merged.facts.update(part.facts)
     assert merged is not None
     return merged
 
@@ -504,6 +676,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate")
     parser.add_argument("--min-speedup", type=float, default=1.05)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
+    parser.add_argument(
+        "--peak-tbps", type=float, help="the device's peak memory bandwidth (default: by name)"
+    )
     parser.add_argument("--markdown", help="write the table here")
     parser.add_argument("--json", help="write the run report and the table's rows here")
     parser.add_argument("--from-json", nargs="+", metavar="RUN", help="render earlier --json outputs")
@@ -541,11 +716,14 @@ def main(argv: list[str] | None = None) -> int:
             f"Problems: {shown}/, sizes {sizes}; {args.samples} sample(s) per generator, "
             f"{args.timeout:g} s per candidate."
         )
-        if args.json:
-            data = to_dict(result.report)
-            data["quality"] = quality_section(result.report, result.generators, result.unavailable)
-            Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    page = markdown(result.report, result.generators, result.unavailable, header)
+    peak = args.peak_tbps or peak_tbps(result.report.device.name)
+    if args.json and not args.from_json:
+        data = to_dict(result.report)
+        data["quality"] = quality_section(
+            result.report, result.generators, result.unavailable, result.facts, peak
+        )
+        Path(args.json).write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    page = markdown(result.report, result.generators, result.unavailable, header, result.facts, peak)
     if args.markdown:
         Path(args.markdown).write_text(page, encoding="utf-8")
     print(page)

@@ -14,6 +14,7 @@ import dataclasses
 import os
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -177,7 +178,21 @@ def kernelize_judged(
     progress: Progress = _quiet,
 ) -> tuple[ModuleReport, Judged | None]:
     """:func:`kernelize`, and (None when nothing was evaluated) what checking its suggestion once
-    more takes: its judge and the sandboxes' folders stay open until ``held`` closes."""
+    more takes: its judge and the sandboxes' folders stay open until ``held`` closes. The report's
+    ``wall_s`` is the engine's time on the module, from the build to the last candidate's verdict."""
+    start = time.monotonic()
+    report, judged = _kernelize_judged(problem, generators, settings, held, progress)
+    report.wall_s = round(time.monotonic() - start, 3)
+    return report, judged
+
+
+def _kernelize_judged(
+    problem: Problem,
+    generators: list[Generator],
+    settings: Settings,
+    held: contextlib.ExitStack,
+    progress: Progress,
+) -> tuple[ModuleReport, Judged | None]:
     report = ModuleReport(target=problem.target, file=problem.rel_path, class_name=problem.class_name)
     if is_kernelized(problem.source, problem.class_name):
         report.status, report.reason = "kernelized", KERNELIZED

@@ -127,6 +127,7 @@ class ModuleReport:
     best_source: str | None = None  # the winning candidate's code, exactly as verified
     snippet: str | None = None  # how to make an unbuildable module buildable
     unavailable: dict[str, str] = field(default_factory=dict)  # generators not run here -> why
+    wall_s: float | None = None  # the engine's time on the module, the build to the last verdict
 
     def best_candidate(self) -> CandidateResult | None:
         return next((c for c in self.candidates if c.id == self.best), None)

@@ -106,6 +106,43 @@ def test_problem_full_size_is_consistent(path: Path) -> None:
     assert elements >= 1 << 21, f"{path.name}: {elements} input elements is too small to time on a GPU"
 
 
+@pytest.mark.parametrize("path", FILES, ids=[p.stem for p in FILES])
+def test_problem_says_its_level_and_what_bounds_it(path: Path) -> None:
+    consts = kq._constants(path)
+    assert consts.get("LEVEL") in (1, 2), f"{path.name}: LEVEL = 1 (one operation) or 2 (a chain)"
+    assert consts.get("BOUND") in ("memory", "compute"), f"{path.name}: BOUND = 'memory' or 'compute'"
+
+
+def test_the_suite_covers_both_levels_and_the_kinds_benchmarks_use() -> None:
+    levels = [kq._constants(p)["LEVEL"] for p in FILES]
+    assert levels.count(1) >= 20 and levels.count(2) >= 20
+    for kind in (
+        "column_sum",
+        "elementwise_chain",
+        "linear_layernorm",
+        "conv_bias_relu",
+        "avg_pool",
+        "max_pool",
+    ):
+        assert PROBLEMS / f"{kind}.py" in FILES
+
+
+def test_facts_give_the_least_bytes_a_memory_bound_problem_moves() -> None:
+    from runners.pipeline import problems_for
+
+    def facts(name: str) -> object:
+        (problem,), _ = problems_for(str(PROBLEMS / f"{name}.py"), str(ROOT), None)
+        return kq.problem_facts(problem)
+
+    softmax = facts("softmax")  # 8192 x 4096 float32 in, the same out
+    assert (softmax.level, softmax.bound, softmax.bytes_moved) == (1, "memory", 2 * 8192 * 4096 * 4)
+    chain = facts("elementwise_chain")  # two inputs, one output of 8 x 1024 x 4096
+    assert chain.bytes_moved == 3 * 8 * 1024 * 4096 * 4
+    rms = facts("rmsnorm")  # the weight is read too
+    assert rms.bytes_moved is not None and rms.bytes_moved % 4 == 0 and rms.level == 1
+    assert facts("matmul").bytes_moved is None  # compute-bound: no bandwidth figure
+
+
 # ---------------------------------------------------------------------------
 # The table writer, on synthetic reports
 
@@ -209,6 +246,30 @@ def test_summary_arithmetic() -> None:
     assert portfolio.geomean_vs_eager_rows == 3
 
 
+def test_per_problem_rows_give_bandwidth_engine_time_and_levels() -> None:
+    report = suite()
+    report.modules[0].wall_s = 41.5
+    facts = {
+        report.modules[0].target: kq.Facts(1, "memory", 2_400_000_000),  # Norm: 1 ms for 2.4 GB
+        report.modules[1].target: kq.Facts(1, "memory", 1_000_000),
+        report.modules[2].target: kq.Facts(2, "compute", None),
+    }
+    table = kq.build_table(report, ["template", "files"], facts, peak=4.8)
+    norm, act, matmul, broken = table.problems
+    assert norm.gb_per_s == pytest.approx(2400.0) and norm.of_peak == pytest.approx(0.5)
+    assert norm.engine_s == 41.5 and norm.level == 1
+    assert act.gb_per_s == pytest.approx(1.0)  # a verified pick, even when no faster
+    assert matmul.gb_per_s is None and broken.gb_per_s is None
+    summaries = by_name(table)
+    assert (summaries["portfolio, level 1"].problems, summaries["portfolio, level 1"].verified) == (2, 2)
+    assert summaries["portfolio, level 2"].faster_than_compile == 1
+    page = kq.markdown(report, ["template", "files"], {}, [], facts, 4.8)
+    row = next(line for line in page.splitlines() if line.startswith("| bench/problems/Norm.py::Norm | 1 |"))
+    assert row.endswith("| 2400 | 50% | 41.5 |")
+    assert "against 4.8 TB/s" in page and "| portfolio, level 2 | 1 |" in page
+    assert kq.peak_tbps("NVIDIA H200") == 4.8 and kq.peak_tbps("NVIDIA H100 80GB HBM3") == 3.35
+
+
 def test_faster_than_compile_needs_the_noise_rule() -> None:
     c = correct("k", "template", eager=2.0, comp=1.04, ms=1.0)  # 1.04x: under the 1.05x minimum
     assert (
@@ -284,11 +345,15 @@ def test_json_parts_render_together(tmp_path: Path) -> None:
     for i, part in enumerate((full.modules[:2], full.modules[2:])):
         report = RunReport(CUDA, part)
         data = to_dict(report)
-        data["quality"] = kq.quality_section(report, ["template", "files"], {"kernelllm": "no weights"})
+        facts = {m.target: kq.Facts(i + 1, "memory", 10) for m in part}
+        data["quality"] = kq.quality_section(
+            report, ["template", "files"], {"kernelllm": "no weights"}, facts
+        )
         paths.append(tmp_path / f"part{i}.json")
         paths[-1].write_text(json.dumps(data), encoding="utf-8")
     merged = kq.load_runs([str(p) for p in paths])
     assert [m.class_name for m in merged.report.modules] == ["Norm", "Act", "Matmul", "Broken"]
+    assert [f.level for f in merged.facts.values()] == [1, 1, 2, 2]
     assert merged.generators == ["template", "files"]
     assert merged.unavailable == {"kernelllm": "no weights"}
 
@@ -322,8 +387,14 @@ def test_script_on_cpu_writes_the_table(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| bench/")]
-    assert len(rows) == 2
-    matmul, norm = rows
+    assert len(rows) == 4  # one per problem and generator, then one per problem
+    matmul, norm, matmul_pick, norm_pick = rows
+    assert matmul_pick.startswith(
+        "| bench/problems/matmul.py::Model | 1 | not measured | not measured | declined |"
+    )
+    assert norm_pick.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 1 |")
+    assert "(portfolio)" not in norm_pick and "(template)" in norm_pick
+    assert float(norm_pick.rstrip(" |").rsplit("|", 1)[1]) > 0  # the engine's seconds on the module
     assert matmul.startswith("| bench/problems/matmul.py::Model | 32×32, 32×32 | template | declined |")
     assert "unsupported second operand: only a 2-D parameter of the module (torch.matmul" in matmul
     assert norm.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 2×8×64 | template | correct |")

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class AbsMaxScale(nn.Module):
     """Per-row int8 quantization scale: max |x| over the last dimension / 127, floored at a tiny value."""

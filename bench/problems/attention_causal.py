@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class CausalAttention(nn.Module):
     """The attention core of a decoder layer: causal scaled_dot_product_attention over q, k, v."""

@@ -3,6 +3,9 @@ import math
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class AttentionProbs(nn.Module):
     """Scaled dot-product attention weights: softmax(q k^T / sqrt(d))."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class AvgPool2d(nn.Module):
     """2x2 average pooling, stride 2 (DenseNet's transition layers, U-Net downsampling)."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class BatchNormReLU(nn.Module):
     """BatchNorm2d in eval (running statistics) followed by ReLU, the conv-net staple."""

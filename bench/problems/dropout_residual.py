@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class DropoutResidual(nn.Module):
     """A residual add after dropout; in eval, dropout is the identity and only the add remains."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class GeGLU(nn.Module):
     """GeGLU on separate gate and up projections, with the tanh GELU (Gemma's MLP)."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class GeGLUChunk(nn.Module):
     """Diffusers' GEGLU after its projection: the last dimension split into value and gate halves."""

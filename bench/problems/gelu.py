@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class GELUActivation(nn.Module):
     """nn.GELU (the exact, erf form) on a 16M-element activation."""

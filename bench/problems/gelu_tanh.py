@@ -3,6 +3,9 @@ import math
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class NewGELU(nn.Module):
     """GPT-2's GELU, the tanh approximation written out (as in nanoGPT and Hugging Face's NewGELU)."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class GroupNorm(nn.Module):
     """nn.GroupNorm on an NCHW feature map, as in diffusion U-Nets (32 groups)."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class HardSwish(nn.Module):
     """MobileNetV3's hard swish written as a clamp chain: x * clamp(x + 3, 0, 6) / 6."""

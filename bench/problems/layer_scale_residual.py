@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class LayerScaleResidual(nn.Module):
     """ConvNeXt/CaiT LayerScale on a residual branch: x + gamma * branch, gamma a learned vector."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class LayerNorm(nn.Module):
     """nn.LayerNorm over the hidden size of a (batch, seq, hidden) activation."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class BertLayerNorm(nn.Module):
     """LayerNorm written out, TensorFlow style (epsilon inside the square root), as early BERT ports do."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class AnnotatedLayerNorm(nn.Module):
     """The Annotated Transformer's LayerNorm: divides by the (unbiased) standard deviation plus eps."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class LeakyReLUClamp(nn.Module):
     """A where/clamp chain: leaky ReLU written with torch.where, then bounded (quantization-friendly)."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class LinearGELU(nn.Module):
     """A Linear layer with its bias and GELU epilogue (the first half of a ViT/BERT MLP)."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class LlamaMLP(nn.Module):
     """Llama's gated MLP: down(silu(gate(x)) * up(x)), three bias-free Linear layers."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class LogSoftmaxVocab(nn.Module):
     """Log-probabilities over a 32k vocabulary, as a language-model head's sampler or loss needs."""

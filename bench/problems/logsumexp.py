@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class RowLogSumExp(nn.Module):
     """torch.logsumexp over the vocabulary: the normalizer of a language model's distribution."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class MaskedMeanPool(nn.Module):
     """Sentence-transformers' mean pooling: token embeddings averaged over the attention mask."""

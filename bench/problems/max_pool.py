@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class MaxPoolStem(nn.Module):
     """ResNet's stem pooling: 3x3 max pooling, stride 2, padding 1."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class PerTokenMSE(nn.Module):
     """Mean squared error per token (over the hidden size), as hidden-state distillation uses it."""

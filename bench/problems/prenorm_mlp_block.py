@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class PreNormMLPBlock(nn.Module):
     """The MLP half of a pre-norm transformer block: x + fc2(gelu(fc1(layer_norm(x))))."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class QuickGELU(nn.Module):
     """CLIP's sigmoid approximation of GELU: x * sigmoid(1.702 x)."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class PostNormResidual(nn.Module):
     """BERT's post-norm residual: LayerNorm(residual + dropout(x)); dropout is the identity in eval."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class ResidualRMSNorm(nn.Module):
     """The residual add fused into the next RMSNorm, as decoder layers do between attention and MLP."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class BasicBlock(nn.Module):
     """ResNet's basic block (torchvision): two 3x3 conv + BatchNorm, ReLU, identity shortcut."""

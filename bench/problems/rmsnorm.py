@@ -1,6 +1,9 @@
 import torch
 import torch.nn as nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class RMSNorm(nn.Module):
     """RMSNorm over the hidden size of a (batch, seq, hidden) activation."""

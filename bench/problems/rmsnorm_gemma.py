@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class GemmaRMSNorm(nn.Module):
     """Gemma's RMSNorm: the weight is stored as an offset from one, so it scales by (1 + weight)."""

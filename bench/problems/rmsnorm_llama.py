@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class LlamaRMSNorm(nn.Module):
     """Llama's RMSNorm: computed in float32 whatever the input dtype, cast back before the weight."""

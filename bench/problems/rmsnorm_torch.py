@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class TorchRMSNorm(nn.Module):
     """nn.RMSNorm (PyTorch 2.4+) over the hidden size."""

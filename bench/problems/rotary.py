@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 def rotate_half(x):
     x1 = x[..., : x.shape[-1] // 2]

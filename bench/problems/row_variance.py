@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class RowVariance(nn.Module):
     """Population variance over the last dimension (keepdim), as feature statistics code takes it."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 1  # one operation
+BOUND = "memory"
+
 
 class SiLUActivation(nn.Module):
     """F.silu (swish) on a 16M-element activation."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class LogitSoftCap(nn.Module):
     """Gemma 2's logit soft-capping: cap * tanh(logits / cap), bounding logits smoothly."""

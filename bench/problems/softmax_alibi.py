@@ -3,6 +3,9 @@ import math
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:
     """The ALiBi paper's geometric slopes, for a power-of-two head count."""

@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class CausalSoftmax(nn.Module):
     """nanoGPT's causal masking: a lower-triangular buffer sliced to the sequence, -inf above it."""

@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class MaskedSoftmax(nn.Module):
     """Padding-masked attention probabilities: masked keys get the dtype's lowest value (not -inf,

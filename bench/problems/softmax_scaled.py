@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class ScaledSoftmax(nn.Module):
     """Attention probabilities from raw scores: softmax(scores / sqrt(head_dim)) over the keys."""

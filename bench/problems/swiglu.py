@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class SwiGLU(nn.Module):
     """SwiGLU on separate gate and up projections: silu(gate) * up (Llama's MLP between its matmuls)."""

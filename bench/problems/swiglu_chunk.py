@@ -2,6 +2,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "memory"
+
 
 class SwiGLUChunk(nn.Module):
     """SwiGLU on a fused gate/up projection split in two halves along the last dimension."""

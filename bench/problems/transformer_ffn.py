@@ -1,6 +1,9 @@
 import torch
 from torch import nn
 
+LEVEL = 2  # a chain of operations
+BOUND = "compute"
+
 
 class TransformerFFN(nn.Module):
     """The classic transformer feed-forward block: Linear, GELU, Dropout, Linear, Dropout."""
