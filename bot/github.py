@@ -26,6 +26,7 @@ import github
 import requests
 from github.Auth import Auth
 from github.Repository import Repository
+from urllib3.util.retry import Retry
 
 from bot import repo_fetch
 from bot.publish import ReviewComment
@@ -198,6 +199,9 @@ class _Retry(github.GithubRetry):
 
 
 WRITE_ATTEMPTS = 3  # tries of a POST whose outcome GitHub left unknown, each after looking for it
+# urllib3 retries none of PATCH by default, nor GithubRetry: a single 502, 503 or secondary rate limit
+# on the PATCH that completes a check run failed the publish. A PATCH sets fields, so twice is once.
+RETRIED_METHODS = frozenset(Retry.DEFAULT_ALLOWED_METHODS | {"GET", "POST", "PATCH"})
 
 
 def _unknown_outcome(exc: GitHubError) -> bool:
@@ -211,10 +215,11 @@ class GitHubApp:
     ``seconds_between_writes`` is PyGithub's pause between mutating calls (GitHub asks for one
     second between them to avoid secondary rate limits); tests against a local fake pass 0.
     ``seconds_between_requests`` defaults to a quarter of it (PyGithub's own ratio: 0.25 s).
-    Retries: ``retries`` attempts with exponential backoff (0, 2, 4, 8, 16 s: 30 s in all by default) on
-    5xx and 429, and on 403 rate limits, waiting for ``Retry-After`` or ``X-RateLimit-Reset`` up to
-    ``max_rate_limit_wait`` seconds (beyond that the call fails with ``GitHubError.retry_after``
-    set, so a queue can reschedule it instead of holding a worker).
+    Retries: ``retries`` attempts with exponential backoff (0, 2, 4, 8, 16 s: 30 s in all by default) of
+    GETs, PATCHes, PUTs, DELETEs and (see :class:`_Retry`) POSTs on 5xx and 429, and on 403 rate
+    limits, waiting for ``Retry-After`` or ``X-RateLimit-Reset`` up to ``max_rate_limit_wait`` seconds
+    (beyond that the call fails with ``GitHubError.retry_after`` set, so a queue can reschedule it
+    instead of holding a worker).
     ``git_url``: the web base that serves the repositories over git (``https://github.com``; GitHub
     Enterprise: ``https://HOST``), where :meth:`InstallationClient.python_files` fetches a commit's
     files; None derives it from ``base_url`` (see :func:`bot.repo_fetch.git_base_url`), ``""``
@@ -274,6 +279,7 @@ class GitHubApp:
             backoff_factor=self._backoff_factor,
             # GithubRetry adds 403 to these, and retries a 403 only when it is a rate limit.
             status_forcelist=[*range(500, 600), 429],
+            allowed_methods=RETRIED_METHODS,  # POSTs as _Retry says
             max_rate_limit_wait=self._max_rate_limit_wait,
         )
 

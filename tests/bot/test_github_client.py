@@ -394,3 +394,18 @@ def test_a_secondary_rate_limit_on_a_post_is_still_waited_out(fake: Any, client:
     review_id = _review(client)
     assert [r.id for r in fake.reviews[(OWNER, REPO, 1)]] == [review_id]
     assert len(fake.requests_to("GET", r"/pulls/1/reviews$")) == 0  # a rate limit creates nothing
+
+
+@pytest.mark.parametrize(
+    ("status", "headers"), [(502, None), (503, None), (403, {"Retry-After": "0"})], ids=["502", "503", "403"]
+)
+def test_a_patch_failing_once_is_retried(
+    fake: Any, client: InstallationClient, status: int, headers: dict[str, str] | None
+) -> None:
+    """Completing a check run (a PATCH: the same fields twice are the same fields once)."""
+    run_id = client.create_check_run(OWNER, REPO, HEAD, "Kernelize", "in_progress")
+    fake.fail_next("PATCH", r"/check-runs/\d+$", status=status, times=1, headers=headers)
+    client.update_check_run(OWNER, REPO, run_id, conclusion="success", output={"title": "t", "summary": "s"})
+    [run] = fake.check_runs[(OWNER, REPO)]
+    assert (run.status, run.conclusion) == ("completed", "success")
+    assert [r.status for r in fake.requests_to("PATCH", r"/check-runs/\d+$")] == [status, 200]
