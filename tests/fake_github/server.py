@@ -8,9 +8,10 @@ and the new-app page of the manifest flow (see ``manifest.py``); they skip the O
 It listens in a background thread (``ThreadingHTTPServer``, ephemeral port) and answers one
 request at a time, so its state is never seen half-updated.
 
-Every request goes through the same steps:
+Every request goes through the same steps (one that ``hold_next()`` holds waits, unanswered, before
+the first, until the test releases it):
 
-1. it is recorded in ``fake.requests``;
+1. it is recorded in ``fake.requests`` (with ``at``, when the fake took it up);
 2. it is matched against GitHub's OpenAPI description (see ``openapi.py``): no operation for its
    method and path → a violation and 404; path/query parameters or the JSON body not valid for the
    operation's schemas → a violation and GitHub's 422 ``{"message": "Invalid request.\\n\\n..."}``
@@ -70,7 +71,7 @@ import threading
 import time
 import urllib.parse
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -100,6 +101,7 @@ from .state import (
     FILE_STATUSES,
     ROLES,
     CheckRun,
+    Hold,
     Installation,
     Issue,
     IssueComment,
@@ -125,12 +127,12 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
     Setting up: ``set_app()``/``configure_app()``, ``add_installation()``, ``add_repo()``,
     ``set_file()``, ``add_pull()``, ``push()``, ``add_issue()``, ``add_issue_comment()``,
     ``set_permission()``, ``adopt_payload()``/``from_payload()``, ``issue_token()``,
-    ``add_user_token()``, ``expire_token()``, ``fail_next()``, ``set_rate_limit()``;
+    ``add_user_token()``, ``expire_token()``, ``fail_next()``, ``set_rate_limit()``, ``hold_next()``;
     for signing users in: ``sign_in_browser()``, ``sign_out_browser()``, ``expire_oauth_codes()``;
     for the manifest flow: ``expire_manifest_codes()``.
     Looking: ``requests``, ``violations``, ``response_violations``, ``unimplemented``,
     ``reviews``, ``issue_comments``, ``check_runs``, ``reactions``, ``oauth_authorizations``,
-    ``manifest_visits``, ``manifest_codes``, ``assert_clean()``.
+    ``manifest_visits``, ``manifest_codes``, ``pending_failures()``, ``assert_clean()``.
     """
 
     def __init__(
@@ -178,6 +180,7 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         self.response_violations: list[str] = []
         self.unimplemented: list[str] = []
         self._failures: list[PlannedFailure] = []
+        self._holds: list[Hold] = []
         self._rate: dict[str, list[float]] = {}  # identity -> [limit, remaining, reset epoch]
         self._rate_override: tuple[int, int, float] | None = None
 
@@ -202,6 +205,9 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         return self
 
     def close(self) -> None:
+        with self._lock:
+            for hold in self._holds:  # nothing waits on a test that has finished
+                hold.release()
         if self.server is None:
             return
         self.server.shutdown()
@@ -864,12 +870,15 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         headers: dict[str, str] | None = None,
         body: Any = None,
         after: bool = False,
+        when: Callable[[Any], bool] | None = None,
     ) -> None:
         """Answer the next ``times`` requests whose method is ``method`` ("*" for any) and whose path
         (without ``/api/v3`` and query) ``re.search``-matches ``path_regex`` with ``status``.
 
         ``after``: carry each request out first (a review is created, a comment posted), then
         answer with the failure, as GitHub sometimes does with a 502 after a write went through.
+        ``when``: only requests whose parsed JSON body (None without one) it accepts, e.g.
+        ``lambda body: "conclusion" in body`` for the PATCH that completes a check run.
 
         ``body`` None gives GitHub's body for the status: for 403 with ``x-ratelimit-remaining: 0``
         "API rate limit exceeded ...", for 429 or a 403 with ``retry-after`` the secondary rate limit
@@ -879,7 +888,14 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         with self._lock:
             self._failures.append(
                 PlannedFailure(
-                    method.upper(), re.compile(path_regex), status, times, dict(headers or {}), body, after
+                    method.upper(),
+                    re.compile(path_regex),
+                    status,
+                    times,
+                    dict(headers or {}),
+                    body,
+                    after,
+                    when,
                 )
             )
 
@@ -905,6 +921,33 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
     ) -> None:
         """A secondary rate limit hit: 403 (or 429) with ``Retry-After``."""
         self.fail_next(method, path_regex, status, times=times, headers={"retry-after": str(retry_after_s)})
+
+    def pending_failures(self) -> list[str]:
+        """The failures planned with ``fail_next()`` that no request has met yet."""
+        with self._lock:
+            return [str(f) for f in self._failures]
+
+    def hold_next(self, method: str, path_regex: str) -> Hold:
+        """Keep the next request whose method is ``method`` ("*" for any) and whose path (without
+        query) ``re.search``-matches ``path_regex`` waiting, unanswered and not yet looked at, until
+        ``hold.release()`` (or ``close()``): a test acts while its caller is mid-request, e.g. kills
+        the worker that sent it. ``hold.wait_reached(timeout)`` says when it has arrived."""
+        hold = Hold(method.upper(), re.compile(path_regex))
+        with self._lock:
+            self._holds.append(hold)
+        return hold
+
+    def _wait_if_held(self, method: str, raw_path: str) -> None:
+        path = urllib.parse.urlsplit(raw_path).path
+        with self._lock:
+            hold = next(
+                (h for h in self._holds if h.method in ("*", method) and h.pattern.search(path)), None
+            )
+            if hold is None:
+                return
+            self._holds.remove(hold)
+        hold.reached.set()
+        hold.released.wait()
 
     def set_rate_limit(self, remaining: int, *, limit: int | None = None, reset_in_s: int = 3600) -> None:
         """Give every token (and anonymous callers) ``remaining`` requests until ``reset_in_s`` from now.
@@ -967,6 +1010,7 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
                 else:
                     raw = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
+                fake._wait_if_held(self.command, self.path)
                 status, extra, payload = fake._process(self.command, self.path, headers, raw)
                 with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                     self.send_response(status)
@@ -1066,7 +1110,7 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         self.requests.append(rec)
         new_app = None if prefix else NEW_APP.match(path)
         if not prefix and (path in WEB_PAGES or new_app):  # github.com's pages: outside the API
-            failure = self._take_failure(method, path)
+            failure = self._take_failure(method, path, None)
             if failure is not None:
                 rec.injected = True
                 return self._failure_reply(failure), None
@@ -1097,7 +1141,7 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
         if fatal:
             details = "\n".join(p.message for p in fatal)
             return self._error(422, f"Invalid request.\n\n{details}", doc_url=op.doc_url), None
-        failure = self._take_failure(method, path)
+        failure = self._take_failure(method, path, rec.json)
         if failure is not None:
             rec.injected = True
             if not failure.after:
@@ -1168,9 +1212,11 @@ class FakeGitHub(Endpoints, OAuthWeb, ManifestWeb):
             exc.status, exc.message, errors=exc.errors, doc_url=exc.doc_url or op.doc_url, headers=exc.headers
         )
 
-    def _take_failure(self, method: str, path: str) -> PlannedFailure | None:
+    def _take_failure(self, method: str, path: str, body: Any) -> PlannedFailure | None:
         for failure in self._failures:
-            if failure.method in ("*", method) and failure.pattern.search(path):
+            if failure.method not in ("*", method) or not failure.pattern.search(path):
+                continue
+            if failure.when is None or failure.when(body):
                 failure.times -= 1
                 if failure.times <= 0:
                     self._failures.remove(failure)

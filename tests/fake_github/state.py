@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import hashlib
+import re
+import threading
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -284,6 +288,7 @@ class RecordedRequest:
     status: int = 0
     operation: str | None = None  # the OpenAPI operationId, when one matched
     injected: bool = False  # answered by fail_next()
+    at: float = field(default_factory=time.monotonic)  # when it arrived (time.monotonic())
 
 
 @dataclass(frozen=True)
@@ -309,3 +314,25 @@ class PlannedFailure:
     headers: dict[str, str]
     body: Any
     after: bool = False  # carry the request out, then answer the failure (GitHub's 5xx after a write)
+    when: Callable[[Any], bool] | None = None  # only requests whose parsed JSON body this accepts
+
+    def __str__(self) -> str:
+        return f"{self.method} {self.pattern.pattern} -> {self.status} ({self.times} left)"
+
+
+@dataclass
+class Hold:
+    """A request kept waiting, unanswered, before the fake looks at it (``FakeGitHub.hold_next()``)."""
+
+    method: str
+    pattern: re.Pattern[str]
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def wait_reached(self, timeout: float) -> bool:
+        """Whether the request arrived within ``timeout`` seconds."""
+        return self.reached.wait(timeout)
+
+    def release(self) -> None:
+        """Let the request through: it is then answered as any other (to a caller that may be gone)."""
+        self.released.set()

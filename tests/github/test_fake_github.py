@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import http.client
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -641,6 +642,41 @@ def test_rate_limits(fake_github: FakeGitHub, app: AppCredentials) -> None:
     limited.get_repo("octo/models")
     with pytest.raises(github.RateLimitExceededException):
         limited.get_repo("octo/models")
+
+
+def test_fail_next_when_and_pending_failures(fake_github: FakeGitHub, app: AppCredentials) -> None:
+    headers = {"Authorization": f"token {fake_github.issue_token(INSTALLATION)}"}
+    url = f"{fake_github.base_url}/repos/octo/models/check-runs"
+    run = requests.post(url, json={"name": "k", "head_sha": HEAD}, headers=headers).json()["id"]
+    fake_github.fail_next("PATCH", r"/check-runs/\d+$", 503, when=lambda body: "conclusion" in body)
+    assert fake_github.pending_failures() == [r"PATCH /check-runs/\d+$ -> 503 (1 left)"]
+    progress = requests.patch(f"{url}/{run}", json={"status": "in_progress"}, headers=headers)
+    assert progress.status_code == 200  # not the one planned for
+    done = requests.patch(f"{url}/{run}", json={"conclusion": "success"}, headers=headers)
+    assert done.status_code == 503 and fake_github.pending_failures() == []
+    first, second = fake_github.requests_to("PATCH", r"/check-runs/")
+    assert first.at <= second.at
+
+
+def test_hold_next_keeps_a_request_waiting_until_released(
+    fake_github: FakeGitHub, app: AppCredentials
+) -> None:
+    token = fake_github.issue_token(INSTALLATION)
+    hold = fake_github.hold_next("GET", r"/pulls/5$")
+    answers: list[int] = []
+    caller = threading.Thread(
+        target=lambda: answers.append(
+            gh(fake_github, token, retry=None).get_repo("octo/models").get_pull(5).number
+        )
+    )
+    caller.start()
+    assert hold.wait_reached(10)
+    caller.join(0.3)
+    assert caller.is_alive() and answers == [] and not fake_github.requests_to("GET", r"/pulls/5$")
+    assert gh(fake_github, token, retry=None).get_repo("octo/models").get_pull(5).number == 5  # once only
+    hold.release()
+    caller.join(10)
+    assert answers == [5]
 
 
 # -- OpenAPI checking -----------------------------------------------------------------------------
