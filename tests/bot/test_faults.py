@@ -25,7 +25,9 @@ import pytest
 import redis
 from sqlalchemy import select
 
+from bot.enqueue import celery_publisher
 from bot.models import Delivery
+from runners.celery_app import celery_enqueue
 from tests.bot import test_web
 from tests.bot.test_web import PR_OPENED, Edge
 
@@ -159,11 +161,16 @@ def _rows(edge: Edge) -> list[tuple[str, str, str | None]]:
         return [(r.delivery_id, r.outcome, r.job_id) for r in rows]
 
 
+@pytest.mark.parametrize("publish", [celery_enqueue, celery_publisher])
 @pytest.mark.parametrize("database_url", ["sqlite"], indirect=True)
 def test_a_broker_that_crashes_and_comes_back_loses_nothing(
-    start_edge: Callable[..., Edge], private_redis: PrivateRedis, http: httpx.Client
+    start_edge: Callable[..., Edge],
+    private_redis: PrivateRedis,
+    http: httpx.Client,
+    publish: Callable[[Any], Callable[[dict[str, Any], str], str]],
 ) -> None:
-    edge = start_edge(broker_url=private_redis.url)
+    """Also through the publisher, whose threads keep their producers: a dead one is dropped."""
+    edge = start_edge(broker_url=private_redis.url, publish=publish)
     assert _timed_post(edge, http, "f-before").status_code == 202
     private_redis.kill()
     down = _timed_post(edge, http, "f-during")

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from bot import db
 from bot.cli import JsonFormatter
+from bot.enqueue import celery_publisher
 from bot.models import Delivery
 from bot.settings import Settings
 from bot.web import create_app
@@ -91,7 +92,8 @@ class Edge:
 def start_edge(
     database_url: str, redis_url: str, webhook_secret: str, serve: Callable[[FastAPI], str]
 ) -> Iterator[Callable[..., Edge]]:
-    """``start_edge(**settings, enqueue=None, broker_ok=None) -> Edge``: create_app served over HTTP."""
+    """``start_edge(**settings, enqueue=None, broker_ok=None, publish=celery_enqueue) -> Edge``: create_app
+    served over HTTP; without ``enqueue``, ``publish(celery)`` of a Celery app on the settings' broker."""
     engines = []
 
     def start(
@@ -99,6 +101,7 @@ def start_edge(
         decide: Callable[[str, dict[str, Any]], dict[str, Any] | None] = decide,
         enqueue: Callable[[dict[str, Any], str], str] | None = None,
         broker_ok: Callable[[], bool] | None = None,
+        publish: Callable[[Any], Callable[[dict[str, Any], str], str]] = celery_enqueue,
         **overrides: Any,
     ) -> Edge:
         values = {"database_url": database_url, "broker_url": redis_url, **overrides}
@@ -110,7 +113,7 @@ def start_edge(
         app = create_app(
             settings,
             decide=decide,
-            enqueue=enqueue or celery_enqueue(celery),
+            enqueue=enqueue or publish(celery),
             session_factory=sessions,
             broker_ok=broker_ok or celery_broker_ok(celery),
             queue_depth=celery_queue_depth(celery),
@@ -398,13 +401,15 @@ def test_each_delivery_is_logged_as_json_without_secret_or_body(
     assert "Codertocat" not in everything  # nothing from the body
 
 
+@pytest.mark.parametrize("publish", [celery_enqueue, celery_publisher])
 def test_end_to_end_to_a_real_worker(
     start_edge: Callable[..., Edge],
     http: httpx.Client,
     redis_client: Any,
     celery_worker: subprocess.Popen[bytes],
+    publish: Callable[[Any], Callable[[dict[str, Any], str], str]],
 ) -> None:
-    edge = start_edge()
+    edge = start_edge(publish=publish)
     assert edge.post(http, "pull_request", PR_OPENED, delivery="e2e-1").status_code == 202
     popped = redis_client.blpop("kernelize-test:received", timeout=30)
     assert popped is not None, "the worker did not run the task within 30 s"
