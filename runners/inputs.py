@@ -224,7 +224,8 @@ def make_value(spec: Spec, gen: torch.Generator, device: str, namespace: Any = N
 def make_values(specs: list[Spec], seed: int, device: str, namespace: Any = None) -> list[Any]:
     import torch
 
-    gen = torch.Generator(device=device).manual_seed(seed)
+    # The meta device (sizes only) has no generator of its own; factories there take the CPU's.
+    gen = torch.Generator(device="cpu" if device == "meta" else device).manual_seed(seed)
     return [make_value(s, gen, device, namespace) for s in specs]
 
 

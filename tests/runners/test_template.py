@@ -894,3 +894,66 @@ def test_parameter_reads_a_module_forged_never_become_code(tmp_path):
     assert graph["param_reads"] == [{"param": "weight", "what": "dtype", "value": forged}]
     with pytest.raises(Unsupported, match=r"^the trace read 'dtype' of weight as \"torch\.float32 or print"):
         render_module(problem, graph)
+
+
+_SIZES = """
+import torch
+import torch.nn as tnn
+
+
+class Scale(tnn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = tnn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return torch.relu(x * self.weight)
+
+
+class ReadsAValue(tnn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = tnn.Parameter(torch.ones(dim))
+        self.offset = float(self.weight.sum().item()) / dim  # a value: the meta device has none
+
+    def forward(self, x):
+        return x * self.weight + self.offset
+"""
+
+
+def _sized(tmp_path: Path, name: str, n: int, rows: int) -> Problem:
+    """``name`` from _SIZES as the build guesses it, then its build spec set to ``n`` and ``rows``."""
+    (tmp_path / "sizes.py").write_text(_SIZES, encoding="utf-8")
+    (problem,), _ = problems_for(str(tmp_path / "sizes.py"), str(tmp_path), name)
+    req = {"device": "cpu", "file": problem.file, "root": problem.root, "class_name": name, "dtype": None}
+    prep = verify.prepare(req)
+    assert prep["ok"], prep
+    build = prep["build"]
+    if build["init_args"]:
+        build["init_args"] = [{"value": n}]
+    else:
+        build["init_kwargs"] = {"dim": {"value": n}}
+    build["inputs"][0]["tensor"]["shape"] = [rows, n]
+    problem.build = build
+    return problem
+
+
+def test_a_module_larger_than_the_trace_sandbox_is_traced_on_the_meta_device(tmp_path: Path) -> None:
+    """An input of 2**32 float32 elements (16 GiB) is more than the trace sandbox's memory allows;
+    on the meta device it costs nothing, and the kernel comes out as for any size."""
+    from runners.generators.template import TRACE_LIMITS
+
+    problem = _sized(tmp_path, "Scale", 2**14, 2**18)
+    assert TRACE_LIMITS.memory_mb * 2**20 < 2**32 * 4
+    (cand,) = TemplateGenerator().generate(problem, 1)
+    assert cand.provenance["pattern"] == "pointwise"
+    assert "tl.maximum" in cand.source or "relu" in cand.source
+
+
+def test_a_module_that_reads_values_is_traced_on_real_tensors(tmp_path: Path) -> None:
+    problem = _sized(tmp_path, "ReadsAValue", 8, 4)
+    req = {"device": "cpu", "file": problem.file, "root": problem.root, "class_name": "ReadsAValue"}
+    described = trace.trace({**req, "build": problem.build})
+    assert described["ok"], described
+    (cand,) = TemplateGenerator().generate(problem, 1)
+    assert cand.provenance["pattern"] == "pointwise"
