@@ -16,10 +16,12 @@ leaves (:class:`TrainingFeed`, :func:`training_step`), its gradients projected, 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import random
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -283,6 +285,21 @@ def runs_for(est_ms: float, device: str) -> int:
     return min(MAX_RUNS, max(MIN_RUNS, int(TARGET_MS_PER_ROUND / est_ms)))
 
 
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector held off (after one collection) while a runner times, as
+    ``timeit`` does: a collection in the middle of a timed loop stalls whatever is on the CPU then
+    for tens of milliseconds, and a launch-bound call (its time mostly Python) is charged for it."""
+    was = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
 def time_reference(
     module: torch.nn.Module,
     compiled: Callable[..., Any] | None,
@@ -301,7 +318,7 @@ def time_reference(
     if compiled is not None:
         named["compile"] = compiled
     start, end = span_marks(training)
-    with torch.set_grad_enabled(training):
+    with torch.set_grad_enabled(training), collector_paused():
         fns, feed_for = _timed(named, module, sets, seed, device, training)
         probe = feed_for(1)
         runs = runs_for(clock.estimate_ms(fns["eager"], probe), device)
@@ -347,7 +364,7 @@ def time_candidate(
     # The same harness work per call as the reference's (its squared norm too), so the harness
     # cost the judge measures on the original's runner is this runner's too.
     proj = Projector(seed, total, device, quadratic=True)
-    with torch.set_grad_enabled(training):
+    with torch.set_grad_enabled(training), collector_paused():
         fns, feed_for = _timed({"candidate": candidate}, candidate, sets, seed, device, training)
         fn, feed = fns["candidate"], feed_for(total)
         clock.estimate_ms(fn, feed)
