@@ -1,20 +1,25 @@
 """Webhook ingest: signed deliveries per second through the real web edge, and proof of exactly-once.
 
     .venv/bin/python bench/webhook_ingest.py [--deliveries 2000] [--concurrency 32] [--redeliveries 0.1]
-        [--client raw|httpx] [--warmup 50] [--seed 0]
+        [--client raw|httpx] [--warmup 50] [--seed 0] [--servers 1] [--rate PER_SECOND]
+        [--enqueue send_task|publisher]
 
-Starts ``bot.web.create_app`` under uvicorn in a separate process, wired as ``kernelize serve``
-wires it (real ``bot.events.decide``, Celery over Redis, JSON logs at INFO), against PostgreSQL
-(a fresh schema in database ``test``, dropped afterwards) and Redis database 12 (flushed before
-and after). Fires --deliveries signed ``pull_request.opened`` deliveries, each with its own
-X-GitHub-Delivery, from --concurrency asyncio clients, each on its own keep-alive connection, plus
-a fraction of redeliveries (an already-sent delivery id and body again). The default client writes
-HTTP/1.1 by hand because httpx.AsyncClient (--client httpx) spends more CPU per request than the
-server does, which on a 2-core machine measures the client. Prints markdown tables: throughput,
-time-to-response percentiles, status codes, and the exactly-once check: messages in the Redis
-``github`` queue, distinct task ids and rows in ``deliveries`` must all equal the deliveries
-accepted (202), and a redelivery of an accepted delivery must get 200 "duplicate". Exits 1 when they
-disagree.
+Starts ``bot.web.create_app`` under uvicorn in --servers separate processes, each on a port of its
+own as several ``kernelize serve --no-worker`` behind a proxy are, each wired as ``kernelize serve``
+wires it (real ``bot.events.decide``, Celery over Redis, JSON logs at INFO; --enqueue publisher
+swaps ``celery_enqueue`` for ``bot.enqueue.celery_publisher``), against PostgreSQL (a fresh schema
+in database ``test``, dropped afterwards) and a ``redis-server`` of its own on a free port. Fires
+--deliveries signed ``pull_request.opened`` deliveries, each with its own X-GitHub-Delivery, from
+--concurrency asyncio clients, each on its own keep-alive connection to one of the servers (client
+i to server i mod --servers), plus a fraction of redeliveries (an already-sent delivery id and body
+again). Closed loop by default (each client sends when its last delivery is answered: the most the
+servers take); --rate sends on a schedule instead, as GitHub does, and times each delivery from
+when it was due. The default client writes HTTP/1.1 by hand because httpx.AsyncClient (--client
+httpx) spends more CPU per request than the server does, which on a 2-core machine measures the
+client. Prints markdown tables: throughput, time-to-response percentiles, status codes, and the
+exactly-once check: messages in the Redis ``github`` queue, distinct task ids and rows in
+``deliveries`` must all equal the deliveries accepted (202), and a redelivery of an accepted
+delivery must get 200 "duplicate". Exits 1 when they disagree.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import logging
 import os
 import platform
 import random
+import shutil
 import signal
 import socket
 import subprocess
@@ -46,18 +52,20 @@ sys.path.insert(0, str(ROOT))
 PAYLOAD = ROOT / "tests/fixtures/github-webhooks/payload-examples/pull_request/opened.payload.json"
 PG_DSN = "host=127.0.0.1 port=5432 user=postgres dbname=test"
 PG_URL = "postgresql+psycopg://postgres@127.0.0.1:5432/test"
-REDIS_URL = "redis://127.0.0.1:6379/12"
 SECRET = "kernelize-bench-webhook-secret-5b9e1c"
 PORT_ENV = "KERNELIZE_BENCH_PORT"  # the port the server process listens on
+ENQUEUE_ENV = "KERNELIZE_BENCH_ENQUEUE"  # send_task or publisher
 
 
 # --- the server process ------------------------------------------------------------------------
 
 
 def app_from_env() -> Any:
-    """The app exactly as ``kernelize serve`` builds it, from KERNELIZE_* variables (no .env file)."""
+    """The app as ``kernelize serve`` builds it, from KERNELIZE_* variables (no .env file); the
+    enqueue is ``celery_enqueue`` (what ``kernelize serve`` wires) or bot.enqueue's publisher."""
     from bot import db
     from bot.cli import JsonFormatter
+    from bot.enqueue import celery_publisher
     from bot.events import decide as events_decide
     from bot.settings import load_settings
     from bot.web import create_app
@@ -77,7 +85,7 @@ def app_from_env() -> Any:
     return create_app(
         settings,
         decide=decide,
-        enqueue=celery_enqueue(celery),
+        enqueue=(celery_publisher if os.environ[ENQUEUE_ENV] == "publisher" else celery_enqueue)(celery),
         session_factory=db.session_factory(engine),
         broker_ok=celery_broker_ok(celery),
     )
@@ -109,44 +117,81 @@ class Server:
                 self.proc.wait(5)
 
 
-def start_server(database_url: str, log_path: Path) -> Server:
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def start_redis(folder: Path) -> tuple[subprocess.Popen[bytes], str]:
+    """A ``redis-server`` of the run's own on a free port, nothing saved: no other user of the
+    machine's Redis can consume or flush the queue the exactly-once check reads."""
+    port = free_port()
+    args = [
+        "--port",
+        str(port),
+        "--bind",
+        "127.0.0.1",
+        "--dir",
+        str(folder),
+        "--save",
+        "",
+        "--appendonly",
+        "no",
+    ]
+    proc = subprocess.Popen(["redis-server", *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 20
+    while True:
+        with socket.socket() as sock:
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return proc, f"redis://127.0.0.1:{port}/0"
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(f"redis-server did not start on port {port}")
+        time.sleep(0.05)
+
+
+def start_servers(database_url: str, redis_url: str, log_paths: list[Path], enqueue: str) -> list[Server]:
+    """One server process per log path, each on a port of its own, started together; returns once
+    every one answers /healthz."""
     import httpx
 
-    with socket.socket() as sock:  # a free port, for the server to bind
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELIZE_")}
-    env |= {
-        "KERNELIZE_WEBHOOK_SECRET": SECRET,
-        "KERNELIZE_DATABASE_URL": database_url,
-        "KERNELIZE_BROKER_URL": REDIS_URL,
-        PORT_ENV: str(port),
-        "PYTHONPATH": str(ROOT),
-    }
-    with log_path.open("wb") as log:
-        proc = subprocess.Popen(
-            [sys.executable, __file__, "--serve"],
-            cwd=ROOT,
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
-    server = Server(proc, f"http://127.0.0.1:{port}", log_path)
+    servers = []
+    for log_path in log_paths:
+        port = free_port()  # for the server to bind
+        env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELIZE_")}
+        env |= {
+            "KERNELIZE_WEBHOOK_SECRET": SECRET,
+            "KERNELIZE_DATABASE_URL": database_url,
+            "KERNELIZE_BROKER_URL": redis_url,
+            PORT_ENV: str(port),
+            ENQUEUE_ENV: enqueue,
+            "PYTHONPATH": str(ROOT),
+        }
+        with log_path.open("wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, __file__, "--serve"],
+                cwd=ROOT,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        servers.append(Server(proc, f"http://127.0.0.1:{port}", log_path))
     deadline = time.monotonic() + 60
     with httpx.Client(timeout=5) as client:
-        while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited ({proc.returncode}): {log_path.read_text()[-2000:]}")
-            try:
-                health = client.get(f"{server.url}/healthz")
-                if health.status_code == 200:
-                    return server
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                server.stop()
-                raise RuntimeError("the server did not become healthy within 60 s")
-            time.sleep(0.1)
+        for server in servers:
+            while True:
+                if server.proc.poll() is not None:
+                    log_text = server.log_path.read_text()[-2000:]
+                    raise RuntimeError(f"the server exited ({server.proc.returncode}): {log_text}")
+                try:
+                    if client.get(f"{server.url}/healthz").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the server did not become healthy within 60 s")
+                time.sleep(0.1)
+    return servers
 
 
 # --- deliveries --------------------------------------------------------------------------------
@@ -259,44 +304,53 @@ class RawConnection:
 
 
 async def fire(
-    url: str, plan: Plan, concurrency: int, warmup: bool, client: str
+    urls: list[str], plan: Plan, concurrency: int, warmup: bool, client: str, rate: float | None = None
 ) -> tuple[list[Result], float]:
-    """Post the plan's deliveries from ``concurrency`` workers; each result timed from send to answer."""
+    """Post the plan's deliveries from ``concurrency`` workers, worker i to server i mod len(urls)
+    (as a proxy spreads connections over its upstreams). Closed loop by default: each worker sends
+    its next delivery when the last is answered, each result timed from send to answer. With
+    ``rate``, open loop: delivery k is due k/rate seconds after the start, as GitHub sends them
+    whatever the answers, and is timed from when it was due, so a delivery that waited for a free
+    connection (all ``concurrency`` busy) counts that wait."""
     import httpx
 
     results: list[Result] = []
     limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    host, port = url.removeprefix("http://").split(":")
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=30) as shared:
+    shared = [httpx.AsyncClient(base_url=url, limits=limits, timeout=30) for url in urls]
+    start = time.perf_counter()
 
-        async def worker() -> None:
-            raw = RawConnection(host, int(port))
-            while (item := plan.next()) is not None:
-                delivery, redelivery = item
-                start = time.perf_counter()
-                try:
-                    if client == "raw":
-                        code, content = await asyncio.wait_for(
-                            raw.post("/webhook", delivery.body, _headers(delivery)), 30
-                        )
-                    else:
-                        response = await shared.post(
-                            "/webhook", content=delivery.body, headers=_headers(delivery)
-                        )
-                        code, content = response.status_code, response.content
-                    status, answer = str(code), json.loads(content).get("status")
-                except Exception as exc:  # transport errors, timeouts, a body that is not JSON
-                    status, answer = f"error:{type(exc).__name__}", None
-                seconds = time.perf_counter() - start
-                if status == "202" and not redelivery:
-                    plan.accepted.append(delivery)
-                results.append(Result(delivery.delivery_id, redelivery, warmup, status, answer, seconds))
-            raw.close()
+    async def worker(number: int) -> None:
+        host, port = urls[number % len(urls)].removeprefix("http://").split(":")
+        raw, http = RawConnection(host, int(port)), shared[number % len(urls)]
+        while (item := plan.next()) is not None:
+            delivery, redelivery = item
+            sent = time.perf_counter()
+            if rate is not None:
+                sent = start + (plan.position - 1) / rate
+                await asyncio.sleep(max(0.0, sent - time.perf_counter()))
+            try:
+                if client == "raw":
+                    code, content = await asyncio.wait_for(
+                        raw.post("/webhook", delivery.body, _headers(delivery)), 30
+                    )
+                else:
+                    response = await http.post("/webhook", content=delivery.body, headers=_headers(delivery))
+                    code, content = response.status_code, response.content
+                status, answer = str(code), json.loads(content).get("status")
+            except Exception as exc:  # transport errors, timeouts, a body that is not JSON
+                status, answer = f"error:{type(exc).__name__}", None
+            seconds = time.perf_counter() - sent
+            if status == "202" and not redelivery:
+                plan.accepted.append(delivery)
+            results.append(Result(delivery.delivery_id, redelivery, warmup, status, answer, seconds))
+        raw.close()
 
-        start = time.perf_counter()
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
-        wall = time.perf_counter() - start
-    return results, wall
+    try:
+        await asyncio.gather(*(worker(number) for number in range(concurrency)))
+    finally:
+        for http in shared:
+            await http.aclose()
+    return results, time.perf_counter() - start
 
 
 # --- measurements ------------------------------------------------------------------------------
@@ -342,13 +396,13 @@ class CpuSnapshot:
     machine: tuple[int, int, int]
 
     @classmethod
-    def take(cls, server_pid: int) -> CpuSnapshot:
+    def take(cls, server_pids: list[int], redis_pid: int) -> CpuSnapshot:
         usage = os.times()
         return cls(
-            cpu_ticks([server_pid]),
+            cpu_ticks(server_pids),
             usage.user + usage.system,
             cpu_ticks(names=("postgres",)),
-            cpu_ticks(names=("redis-server",)),
+            cpu_ticks([redis_pid]),
             machine_busy(),
         )
 
@@ -472,6 +526,22 @@ def main() -> int:
         "httpx: one httpx.AsyncClient",
     )
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--servers", type=int, default=1, help="server processes, each on its own port (default 1)"
+    )
+    parser.add_argument(
+        "--enqueue",
+        choices=("send_task", "publisher"),
+        default="send_task",
+        help="send_task: runners.celery_app.celery_enqueue, as kernelize serve wires it (default); "
+        "publisher: bot.enqueue.celery_publisher",
+    )
+    parser.add_argument(
+        "--rate",
+        type=float,
+        help="open loop: deliveries per second on a schedule, at most --concurrency in flight "
+        "(default: closed loop)",
+    )
     parser.add_argument("--serve", action="store_true", help=argparse.SUPPRESS)  # the server process
     args = parser.parse_args()
     if args.serve:
@@ -479,26 +549,30 @@ def main() -> int:
         return 0
     if args.deliveries < 1 or args.concurrency < 1 or not 0 <= args.redeliveries <= 1 or args.warmup < 0:
         parser.error("--deliveries and --concurrency >= 1, 0 <= --redeliveries <= 1, --warmup >= 0")
+    if args.servers < 1 or (args.rate is not None and args.rate <= 0):
+        parser.error("--servers >= 1, --rate > 0")
 
     import psycopg
     import redis
 
     rng = random.Random(args.seed)
-    redis_client = redis.Redis.from_url(REDIS_URL)
-    redis_client.flushdb()
+    tmp = Path(tempfile.mkdtemp(prefix="kz-bench-"))
+    redis_proc, redis_url = start_redis(tmp)
+    redis_client = redis.Redis.from_url(redis_url)
     schema = f"kz_bench_{uuid.uuid4().hex[:12]}"
     pg = psycopg.connect(PG_DSN, autocommit=True)
     pg.execute(f'CREATE SCHEMA "{schema}"')
     database_url = f"{PG_URL}?options=-csearch_path%3D{schema}"
-    tmp = Path(tempfile.mkdtemp(prefix="kz-bench-"))
-    server: Server | None = None
+    servers: list[Server] = []
+    logs = [tmp / f"server-{number}.log" for number in range(args.servers)]
     try:
         info = versions(pg, redis_client)
         deliveries = make_deliveries(args.warmup + args.deliveries, rng)
-        server = start_server(database_url, tmp / "server.log")
+        servers = start_servers(database_url, redis_url, logs, args.enqueue)
+        urls, pids = [server.url for server in servers], [server.proc.pid for server in servers]
 
         warm = Plan(deliveries[: args.warmup], [False] * args.warmup, rng)
-        warm_results, _ = asyncio.run(fire(server.url, warm, args.concurrency, True, args.client))
+        warm_results, _ = asyncio.run(fire(urls, warm, args.concurrency, True, args.client))
         redeliveries = round(args.deliveries * args.redeliveries)
         kinds = [False] * args.deliveries + [True] * redeliveries
         rng.shuffle(kinds)
@@ -507,9 +581,9 @@ def main() -> int:
         plan = Plan(deliveries[args.warmup :], kinds, rng)
         idle_before = background_busy()
         sessions_before = pg_sessions(pg)
-        before = CpuSnapshot.take(server.proc.pid)
-        results, wall = asyncio.run(fire(server.url, plan, args.concurrency, False, args.client))
-        cpu = cpu_split(before, CpuSnapshot.take(server.proc.pid))
+        before = CpuSnapshot.take(pids, redis_proc.pid)
+        results, wall = asyncio.run(fire(urls, plan, args.concurrency, False, args.client, args.rate))
+        cpu = cpu_split(before, CpuSnapshot.take(pids, redis_proc.pid))
         sessions_opened = pg_sessions(pg) - sessions_before
 
         task_ids = queued(redis_client, "github")
@@ -517,12 +591,13 @@ def main() -> int:
         table = f'"{schema}".deliveries'
         rows = pg.execute(f"SELECT delivery_id, outcome, job_id FROM {table}").fetchall()
     finally:
-        if server is not None:
+        for server in servers:
             server.stop()
         pg.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         pg.close()
-        redis_client.flushdb()
         redis_client.close()
+        redis_proc.terminate()
+        redis_proc.wait(10)
 
     everything = warm_results + results
     by_id: dict[str, Counter[str]] = {}
@@ -555,13 +630,15 @@ def main() -> int:
     statuses = Counter(f"{r.status} {r.answer}" if r.answer else r.status for r in results)
     ok_202 = [r.seconds for r in results if r.status == "202"]
     dup_200 = [r.seconds for r in results if r.status == "200"]
-    levels = server_log_levels(tmp / "server.log")
-    (tmp / "server.log").unlink()
-    tmp.rmdir()
+    levels: Counter[str] = Counter()
+    for log in logs:
+        levels += server_log_levels(log)
+    shutil.rmtree(tmp)
 
     print(
         f"## Webhook ingest: {args.deliveries} deliveries + {redeliveries} redeliveries, "
-        f"{args.concurrency} concurrent clients ({args.client})\n"
+        f"{args.concurrency} concurrent clients ({args.client}), {args.servers} server process(es), "
+        f"enqueue {args.enqueue}, " + (f"open loop at {args.rate:g}/s\n" if args.rate else "closed loop\n")
     )
     print("| machine | |\n|---|---|")
     for key, value in info.items():
