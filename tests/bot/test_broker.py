@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import os
 import sqlite3
-import subprocess
 import time
 from collections.abc import Callable
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
+from subprocess import Popen
 
 import pytest
 
@@ -26,6 +27,8 @@ def _wait(what: str, done: Callable[[], bool], timeout: float = 60) -> None:
 
 
 class Broker:
+    """A SQLite file as the embedded broker, a Celery app sending to it, and what its tasks wrote."""
+
     def __init__(self, folder: Path) -> None:
         self.path = folder / "broker.db"
         self.url = f"sqla+sqlite:///{self.path}"
@@ -41,7 +44,7 @@ class Broker:
         return self.log.read_text().splitlines() if self.log.exists() else []
 
     def rows(self, sql: str) -> list[tuple[object, ...]]:
-        with sqlite3.connect(self.path) as conn:
+        with closing(sqlite3.connect(self.path)) as conn:
             try:
                 return list(conn.execute(sql))
             except sqlite3.OperationalError:  # the table is not there yet
@@ -59,33 +62,40 @@ def sqla(tmp_path: Path) -> Broker:
     return Broker(tmp_path)
 
 
+@pytest.fixture
+def worker(sqla: Broker, start_worker: Callable[..., Popen[bytes]]) -> Callable[[], Popen[bytes]]:
+    """``worker() -> Popen``: a real Celery worker on ``sqla``'s file (stopped after the test)."""
+    return lambda: start_worker("broker_worker_tasks", "github", env={"KERNELIZE_TEST_BROKER": sqla.url})
+
+
+def _taken(sqla: Broker, worker: Callable[[], Popen[bytes]], label: str, go: Path) -> Popen[bytes]:
+    """A task that runs until ``go`` exists, taken by a new worker; that worker."""
+    sqla.send(label, wait_for=go)
+    first = worker()
+    _wait("the first worker took the task", lambda: sqla.ran() == [f"{label} {first.pid}"])
+    return first
+
+
 def test_a_worker_killed_mid_task_leaves_it_to_the_next_worker(
-    sqla: Broker, start_worker: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+    sqla: Broker, worker: Callable[[], Popen[bytes]], tmp_path: Path
 ) -> None:
-    go = tmp_path / "go"
-    sqla.send("first", wait_for=go)
-    env = {"KERNELIZE_TEST_BROKER": sqla.url}
-    killed = start_worker("broker_worker_tasks", "github", env=env)
-    _wait("the first worker took the task", lambda: sqla.ran() == [f"first {killed.pid}"])
+    killed = _taken(sqla, worker, "first", tmp_path / "go")
     killed.kill()  # no chance to acknowledge it or put it back
     killed.wait()
     [(message, visible)] = sqla.messages()
     assert not visible and [m for m, _ in sqla.deliveries()] == [message]
-    go.touch()
-    second = start_worker("broker_worker_tasks", "github", env=env)
+    (tmp_path / "go").touch()
+    second = worker()
     _wait("the task ran again", lambda: sqla.ran() == [f"first {killed.pid}", f"first {second.pid}"])
     _wait("the acknowledged message left the file", lambda: not sqla.messages() and not sqla.deliveries())
 
 
 def test_a_live_workers_task_is_never_taken_from_it(
-    sqla: Broker, start_worker: Callable[..., subprocess.Popen[bytes]], tmp_path: Path
+    sqla: Broker, worker: Callable[[], Popen[bytes]], tmp_path: Path
 ) -> None:
     go = tmp_path / "go"
-    sqla.send("long", wait_for=go)
-    env = {"KERNELIZE_TEST_BROKER": sqla.url}
-    busy = start_worker("broker_worker_tasks", "github", env=env)
-    _wait("the first worker took the task", lambda: sqla.ran() == [f"long {busy.pid}"])
-    other = start_worker("broker_worker_tasks", "github", env=env)
+    busy = _taken(sqla, worker, "long", go)
+    other = worker()
     # A worker looks for dead workers' tasks before it takes its first: by the time this one has run
     # a task, it has looked at the first worker's.
     sqla.send("short")
@@ -103,7 +113,7 @@ def test_whose_deliveries_are_given_back() -> None:
     mine = broker.owner_of_this_process()
     assert not broker.orphaned(mine, now - timedelta(days=1), now)  # this process runs
     machine, pid, started = mine.rsplit("|", 2)
-    gone = subprocess.Popen(["true"])
+    gone = Popen(["true"])
     gone.wait()
     assert broker.orphaned(f"{machine}|{gone.pid}|1", now, now)  # exited: at once
     assert broker.orphaned(f"{machine}|{pid}|{int(started) + 1}", now, now)  # another process, same pid
