@@ -65,7 +65,8 @@ def _base_env() -> dict[str, str]:
 class World:
     """The fake GitHub holding the octokit pull request, and the Kernelize processes around it.
     ``files``: the pull request's files, path -> (text at its base or None for a new file, text at
-    its head); by default it adds tests/problems/layers.py as ``models/layers.py``."""
+    its head); by default it adds tests/problems/layers.py as ``models/layers.py``. ``database_url``:
+    the github side's database (by default a SQLite file; ``defaults`` sets none)."""
 
     def __init__(
         self,
@@ -75,6 +76,7 @@ class World:
         backend: str,
         extra_env: dict[str, str],
         files: dict[str, tuple[str | None, str]] | None = None,
+        database_url: str | None = None,
     ) -> None:
         self.tmp = tmp_path
         if mode == "redis":
@@ -121,7 +123,7 @@ class World:
         )
         if mode != "defaults":
             self.github_env |= {
-                "KERNELIZE_DATABASE_URL": f"sqlite:///{tmp_path / 'kz.db'}",
+                "KERNELIZE_DATABASE_URL": database_url or f"sqlite:///{tmp_path / 'kz.db'}",
                 "KERNELIZE_BROKER_URL": broker,
                 "KERNELIZE_RESULT_BACKEND": backend,
                 "KERNELIZE_GENERATORS": "files",
@@ -141,10 +143,15 @@ class World:
         if mode == "embedded":  # one machine: serve runs a worker for both queues
             self.github_env["KERNELIZE_CANDIDATES_DIR"] = self.gpu_env["KERNELIZE_CANDIDATES_DIR"]
         self.procs: dict[str, subprocess.Popen[bytes]] = {}
-        self._start("web", ["serve", "--host", "127.0.0.1", "--port", str(port)], self.github_env)
+        self.port = port
+        self.start_web("web")
         if mode == "redis":
-            self._start("github", ["worker", "--queues", "github"], self.github_env)
+            self.start_github("github")
             self.start_gpu("gpu")
+
+    def start_web(self, name: str) -> None:
+        """``kernelize serve`` (``defaults``, ``embedded``: its own worker too), up when this returns."""
+        self._start(name, ["serve", "--host", "127.0.0.1", "--port", str(self.port)], self.github_env)
         deadline = time.monotonic() + 60
         while True:
             try:
@@ -152,7 +159,7 @@ class World:
                     break
             except httpx.TransportError:
                 pass
-            assert time.monotonic() < deadline, self.log("web")
+            assert time.monotonic() < deadline, self.log(name)
             time.sleep(0.2)
 
     def _start(self, name: str, args: list[str], env: dict[str, str]) -> None:
@@ -167,6 +174,9 @@ class World:
 
     def start_gpu(self, name: str) -> None:
         self._start(name, ["worker", "--queues", "gpu"], self.gpu_env)
+
+    def start_github(self, name: str) -> None:
+        self._start(name, ["worker", "--queues", "github"], self.github_env)
 
     def log(self, name: str) -> str:
         path = self.tmp / f"{name}.log"
@@ -377,11 +387,7 @@ class ShiftedReLU(nn.Module):
         y = x + self.shift
         return torch.clamp(y, min=0.0)
 """
-BLOCKS_HEAD = (
-    BLOCKS_BASE.replace("torch.clamp(y, min=0.0)", "torch.relu(y)")
-    + """
-
-class RMSNorm(nn.Module):
+RMSNORM = """class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float = 1e-6):
         super().__init__()
         self.eps = eps
@@ -390,7 +396,7 @@ class RMSNorm(nn.Module):
     def forward(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
 """
-)
+BLOCKS_HEAD = BLOCKS_BASE.replace("torch.clamp(y, min=0.0)", "torch.relu(y)") + "\n\n" + RMSNORM
 BLOCKS = "models/blocks.py"
 LIFE_BROKER, LIFE_BACKEND = "redis://127.0.0.1:6379/7", "redis://127.0.0.1:6379/8"
 _SUGGESTION_RE = re.compile(r"(`{3,})suggestion\n(.*?)\n\1", re.DOTALL)
