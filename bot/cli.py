@@ -629,6 +629,57 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+class _SupervisedWorker:
+    """``kernelize serve``'s worker, started again whenever it dies (a crash, the kernel's OOM killer,
+    a stray SIGKILL) until serve stops it: otherwise serve would go on accepting deliveries that
+    nothing takes. The embedded broker gives a dead worker's tasks back (bot/broker.py), so the next
+    worker runs them. Restarts come after 1 s, doubling up to 30 s while the worker keeps dying
+    within a minute of its start."""
+
+    def __init__(self, command: list[str]) -> None:
+        import threading
+
+        self.command = command
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.restarts = 0
+        self.proc = subprocess.Popen(command, preexec_fn=_die_with_parent)
+        # The watcher starts the replacements: their parent-death signal follows this thread, which
+        # lives until stop().
+        self.thread = threading.Thread(target=self._watch, name="kernelize-serve-worker", daemon=True)
+        self.thread.start()
+
+    def _watch(self) -> None:
+        import time
+
+        log = logging.getLogger("kernelize.serve")
+        delay, started = 1.0, time.monotonic()
+        while True:
+            code = self.proc.wait()
+            if self.stopping.is_set():
+                return
+            delay = 1.0 if time.monotonic() - started > 60 else min(2 * delay, 30.0)
+            log.error("kernelize serve's worker exited (code %s); starting another in %.0f s", code, delay)
+            if self.stopping.wait(delay):
+                return
+            with self.lock:
+                if self.stopping.is_set():
+                    return
+                self.proc = subprocess.Popen(self.command, preexec_fn=_die_with_parent)
+                self.restarts += 1
+                started = time.monotonic()
+
+    def stop(self) -> None:
+        with self.lock:
+            self.stopping.set()
+            self.proc.terminate()
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.thread.join(timeout=5)
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     # The web process: no torch, nothing that waits on GitHub or a GPU (see ARCHITECTURE.md).
     from bot.settings import SettingsError, load_settings, mask_url
@@ -679,18 +730,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         # Refused before anything listens: a server whose worker cannot isolate would take pull
         # requests and answer none.
         _worker_isolation("kernelize serve's worker (--no-worker runs the web side alone)")
-        cmd = [sys.executable, "-m", "bot.cli", "worker", "--queues", "github,gpu"]
-        worker = subprocess.Popen(cmd, preexec_fn=_die_with_parent)
+        worker = _SupervisedWorker([sys.executable, "-m", "bot.cli", "worker", "--queues", "github,gpu"])
     try:
         # log_config=None: uvicorn's own lines go through the JSON handler above.
         uvicorn.run(app, host=args.host, port=args.port, log_config=None)
     finally:
         if worker is not None:
-            worker.terminate()
-            try:
-                worker.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                worker.kill()
+            worker.stop()
     return 0
 
 

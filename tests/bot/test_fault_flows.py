@@ -147,19 +147,34 @@ def _broker_messages(world: World) -> int:
         return int(conn.execute("SELECT count(*) FROM kombu_message").fetchone()[0])
 
 
+def _children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        if fields[1] == str(pid) and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
 @pytest.mark.timeout(900)
-def test_the_defaults_worker_killed_mid_plan_runs_it_when_serve_starts_again(defaults_world: World) -> None:
-    """The embedded broker: the plan of ``kernelize serve``'s worker SIGKILLed mid-way is given back
-    when ``kernelize serve`` starts again (as its service manager does), and ends once."""
+def test_the_defaults_worker_killed_mid_plan_is_replaced_by_serve_and_posts_once(
+    defaults_world: World,
+) -> None:
+    """The embedded broker: ``kernelize serve``'s worker SIGKILLed mid-plan is replaced by serve
+    itself (no restart of the service), the plan is given back to the new worker, and it ends once."""
     world, database = defaults_world, _defaults_database(defaults_world)
     held = _mid_plan(world, "defaults-kill", database)
-    os.kill(_worker_of(world.procs["web"].pid), signal.SIGKILL)
+    serve = world.procs["web"].pid
+    killed = _worker_of(serve)
+    os.kill(killed, signal.SIGKILL)
+    world.wait("serve's new worker", lambda: [c for c in _children(serve) if c != killed] != [], timeout=60)
     held.release()
-    world.procs["web"].terminate()  # the service restarted: a new worker for both queues
-    world.procs["web"].wait(60)
-    world.start_web("web2")
     world.wait_for_completed_check(timeout=600)
     _posted_once(world, database)
+    assert world.procs["web"].poll() is None  # the same serve throughout
     assert len(world.fake.requests_to(*HOLD_PLAN)) == 2  # planned again, by the new worker
     # Every message acknowledged is gone from the broker's file, the killed worker's too.
     world.wait("the broker's file emptied", lambda: _broker_messages(world) == 0, timeout=60)
