@@ -128,26 +128,8 @@ def test_a_github_worker_killed_mid_plan_is_replaced_and_posts_once(
     assert "plan_pull_request[delivery-kill-plan] succeeded" in world.log("github2")
 
 
-def _worker_of(serve: int) -> int:
-    """The pid of ``kernelize serve``'s own worker (its child process)."""
-    children = []
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rpartition(")")[2].split()
-        except OSError:
-            continue
-        if fields[1] == str(serve):
-            children.append(int(stat.parent.name))
-    [worker] = children
-    return worker
-
-
-def _broker_messages(world: World) -> int:
-    with closing(sqlite3.connect(world.tmp / "kernelize-broker.db")) as conn:
-        return int(conn.execute("SELECT count(*) FROM kombu_message").fetchone()[0])
-
-
 def _children(pid: int) -> list[int]:
+    """The live child processes of ``pid``."""
     out = []
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
@@ -157,6 +139,17 @@ def _children(pid: int) -> list[int]:
         if fields[1] == str(pid) and fields[0] != "Z":
             out.append(int(stat.parent.name))
     return out
+
+
+def _worker_of(serve: int) -> int:
+    """The pid of ``kernelize serve``'s own worker (its child process)."""
+    [worker] = _children(serve)
+    return worker
+
+
+def _broker_messages(world: World) -> int:
+    with closing(sqlite3.connect(world.tmp / "kernelize-broker.db")) as conn:
+        return int(conn.execute("SELECT count(*) FROM kombu_message").fetchone()[0])
 
 
 @pytest.mark.timeout(900)
