@@ -695,8 +695,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from sqlalchemy.exc import SQLAlchemyError
 
     from bot import db
+    from bot.enqueue import celery_publisher
     from bot.web import create_app
-    from runners.celery_app import celery_broker_ok, celery_enqueue, celery_queue_depth, make_celery
+    from runners.celery_app import celery_broker_ok, celery_queue_depth, make_celery
 
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
@@ -718,7 +719,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     app = create_app(
         settings,
         decide=decide,
-        enqueue=celery_enqueue(celery),
+        enqueue=celery_publisher(celery),  # send_task's message, on a producer each thread keeps
         session_factory=db.session_factory(engine),
         broker_ok=celery_broker_ok(celery),
         queue_depth=celery_queue_depth(celery),
