@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
 # judge-timing is judge-timing-cheats then judge-timing-honest: together over 10 minutes on an H200.
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | memcheck | overhead
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | quality | memcheck | overhead
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -234,6 +234,19 @@ done
 summary $JSONS
 # shellcheck disable=SC2086
 details $JSONS
+fi
+
+if [ "$PART" = quality ]; then
+# The per-problem kernel-quality table, one problem a run (QUALITY: file stems; default a level-1
+# and level-2 sample), each with its own limit so one slow module cannot take the call, then merged.
+QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwise_chain linear_gelu linear_layernorm conv_bias_relu"}
+echo "== kernel quality, per problem: $QUALITY =="
+for p in $QUALITY; do
+  TIMEFORMAT="$p: %R s wall"; time timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device cuda --only "$p" \
+      --timeout 200 --json "$OUT/quality_$p.json" --quiet > /dev/null || echo "$p: no result (exit $?)"
+done
+# shellcheck disable=SC2086
+$PY bench/kernel_quality.py --from-json $(ls "$OUT"/quality_*.json) --markdown "$OUT/quality.md" | sed -n '/^## Per problem/,$p'
 fi
 
 if [ "$PART" = memcheck ]; then
