@@ -108,7 +108,9 @@ def choose(rows: Sequence[Suggestion], target: Target, head_sha: str) -> Suggest
     if not rows:
         raise Refused(
             f"Kernelize has no suggestion for {named} on this pull request, so there is nothing to "
-            f"commit. Comment `/kernelize` to kernelize the changed classes first."
+            "commit. Where it has run, its summary comment says why (no verified kernel faster than "
+            "eager, or one the repository's `min_speedup_vs_compile` held back); where it has not, "
+            "comment `/kernelize` first."
         )
     done = [s for s in rows if s.status in ("applied", "merged")]
     if done:

@@ -161,6 +161,7 @@ def test_a_repository_requiring_compile_gets_nothing_it_could_not_show_beats_com
     assert "/kernelize apply" not in summary.split("**Commands**")[0]
     _, reply = _apply_and_reply(world, f"/kernelize apply {PATH}::RMSNorm")
     assert reply.startswith(f"Kernelize has no suggestion for `{PATH}::RMSNorm` on this pull request")
+    assert "summary comment says why" in reply and "`min_speedup_vs_compile` held back" in reply
 
 
 def test_apply_refuses_what_it_cannot_commit_and_says_why(world: World) -> None:
