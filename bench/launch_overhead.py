@@ -216,11 +216,6 @@ def main(argv: list[str] | None = None) -> int:
             "eager, again": harness_us(ref, x, False),
             "suggestion, a third time": harness_us(sug, x, True),
         }
-        gc.collect()
-        gc.disable()
-        harness["suggestion, the collector off"] = harness_us(sug, x, True)
-        harness["eager, the collector off"] = harness_us(ref, x, False)
-        gc.enable()
         # The candidate runner's instrumentation, as runners/verify.py installs it.
         verify._install_triton_counter()
         sys.addaudithook(sandbox._deny_network)

@@ -642,7 +642,6 @@ class _SupervisedWorker:
         self.command = command
         self.stopping = threading.Event()
         self.lock = threading.Lock()
-        self.restarts = 0
         self.proc = subprocess.Popen(command, preexec_fn=_die_with_parent)
         # The watcher starts the replacements: their parent-death signal follows this thread, which
         # lives until stop().
@@ -666,7 +665,6 @@ class _SupervisedWorker:
                 if self.stopping.is_set():
                     return
                 self.proc = subprocess.Popen(self.command, preexec_fn=_die_with_parent)
-                self.restarts += 1
                 started = time.monotonic()
 
     def stop(self) -> None:
