@@ -145,6 +145,7 @@ class ProblemRow:
     engine_s: float | None
     gb_per_s: float | None
     of_peak: float | None
+    phases: dict[str, float] = field(default_factory=dict)  # where engine_s went (ModuleReport.phases)
 
 
 @dataclass
@@ -300,8 +301,13 @@ def problem_rows(report: RunReport, facts: dict[str, Facts], peak: float | None)
             gbps = f.bytes_moved / (pick.kernel_ms * 1e-3) / 1e9
         of_peak = gbps / (peak * 1e3) if gbps is not None and peak else None
         generator = next((c.generator for c in m.candidates if c.id == pick.candidate), "")
-        out.append(ProblemRow(pick, generator, f.level, m.wall_s, gbps, of_peak))
+        out.append(ProblemRow(pick, generator, f.level, m.wall_s, gbps, of_peak, dict(m.phases)))
     return out
+
+
+def _phases(phases: dict[str, float]) -> str:
+    """``build 21 · generate: inductor 35 · checks 9``: each phase's whole seconds, in order."""
+    return " · ".join(f"{name} {sec:.0f}" for name, sec in phases.items()) or "—"
 
 
 def build_table(
@@ -402,11 +408,13 @@ def markdown(
         "## Per problem: the engine's pick",
         "",
         f"Bandwidth: the least bytes a memory-bound problem moves over the pick's median time, against "
-        f"{f'{peak:g} TB/s' if peak else 'no known peak'}. Engine: the wall time spent on the module.",
+        f"{f'{peak:g} TB/s' if peak else 'no known peak'}. Engine: the wall time spent on the module, "
+        "and where it went (seconds: the build with the original's outputs and times, each generator, "
+        "the candidates' checks, the chosen one's last checks).",
         "",
         "| problem | level | eager ms | compile ms | pick | verdict | kernel ms | vs eager | vs compile "
-        "| GB/s | of peak | engine s |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| GB/s | of peak | engine s | spent on |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in table.problems:
         r = p.pick
@@ -427,6 +435,7 @@ def markdown(
             *kernel,
             *bandwidth,
             _number(p.engine_s),
+            _phases(p.phases),
         ]
         lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
     lines += [

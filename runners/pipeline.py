@@ -201,7 +201,8 @@ def _kernelize_judged(
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(_cache_dirs(settings.device))
         progress(f"{problem.target}: building the module and its inputs")
-        prep, judge = _prepare(problem, settings, env, stack)
+        with _phase(report, "build"):
+            prep, judge = _prepare(problem, settings, env, stack)
         if not prep.get("ok") or judge is None:
             report.status = "skipped"
             report.reason = str(prep.get("reason", "could not build the module"))
@@ -233,6 +234,7 @@ def _kernelize_judged(
         ahead.prepare()
         candidates = _collect(problem, generators, settings, report, progress)
         rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
+        checks = time.monotonic()
         left = sum(why is None for why in rejected)
         for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
             if why is not None:
@@ -254,9 +256,18 @@ def _kernelize_judged(
             )
         # The choice, checked further before it is suggested (memory accesses, above 2^31 elements).
         ahead.close()
-        check_chosen(
-            problem, candidates, settings, env, judge, report, lambda: choose_best(report, settings), progress
-        )
+        report.phases["checks"] = round(time.monotonic() - checks, 3)
+        with _phase(report, "last checks"):
+            check_chosen(
+                problem,
+                candidates,
+                settings,
+                env,
+                judge,
+                report,
+                lambda: choose_best(report, settings),
+                progress,
+            )
         judged = Judged(problem, candidates, prep, env, judge)
         held.enter_context(stack.pop_all())
     # After evaluating: a candidate whose backward was wrong is suggested without it.
@@ -266,6 +277,16 @@ def _kernelize_judged(
     if best is not None:
         report.best_source = sources.get((best.generator, best.id))
     return report, judged
+
+
+@contextlib.contextmanager
+def _phase(report: ModuleReport, name: str) -> Iterator[None]:
+    """Adds the time spent in the block to ``report.phases[name]``, also when it raises."""
+    start = time.monotonic()
+    try:
+        yield
+    finally:
+        report.phases[name] = round(report.phases.get(name, 0.0) + time.monotonic() - start, 3)
 
 
 def _checked_dtype(built: str, wanted: str | None) -> str:
@@ -357,7 +378,8 @@ def _collect(
     for gen in generators:
         progress(f"{problem.target}: asking {gen.name} for candidates")
         try:
-            got = gen.generate(problem, settings.samples)
+            with _phase(report, f"generate: {gen.name}"):
+                got = gen.generate(problem, settings.samples)
         except GeneratorError as exc:
             row = CandidateResult(gen.name, gen.name, Status.ERROR, f"generator: {exc}")
             if isinstance(exc, GeneratorDeclined):

@@ -128,6 +128,10 @@ class ModuleReport:
     snippet: str | None = None  # how to make an unbuildable module buildable
     unavailable: dict[str, str] = field(default_factory=dict)  # generators not run here -> why
     wall_s: float | None = None  # the engine's time on the module, the build to the last verdict
+    # Where that time went, in seconds, in the order spent: "build" (the module, its inputs, the
+    # original's outputs and times), "generate: NAME" per generator, "checks" (every candidate's
+    # runner and the judge), "last checks" (the chosen candidate's memory check and large family).
+    phases: dict[str, float] = field(default_factory=dict)
 
     def best_candidate(self) -> CandidateResult | None:
         return next((c for c in self.candidates if c.id == self.best), None)

@@ -11,6 +11,7 @@ import importlib.util
 import inspect
 import json
 import math
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -249,6 +250,7 @@ def test_summary_arithmetic() -> None:
 def test_per_problem_rows_give_bandwidth_engine_time_and_levels() -> None:
     report = suite()
     report.modules[0].wall_s = 41.5
+    report.modules[0].phases = {"build": 20.4, "generate: template": 3.2, "checks": 17.9}
     facts = {
         report.modules[0].target: kq.Facts(1, "memory", 2_400_000_000),  # Norm: 1 ms for 2.4 GB
         report.modules[1].target: kq.Facts(1, "memory", 1_000_000),
@@ -265,7 +267,7 @@ def test_per_problem_rows_give_bandwidth_engine_time_and_levels() -> None:
     assert summaries["portfolio, level 2"].faster_than_compile == 1
     page = kq.markdown(report, ["template", "files"], {}, [], facts, 4.8)
     row = next(line for line in page.splitlines() if line.startswith("| bench/problems/Norm.py::Norm | 1 |"))
-    assert row.endswith("| 2400 | 50% | 41.5 |")
+    assert row.endswith("| 2400 | 50% | 41.5 | build 20 · generate: template 3 · checks 18 |")
     assert "against 4.8 TB/s" in page and "| portfolio, level 2 | 1 |" in page
     assert kq.peak_tbps("NVIDIA H200") == 4.8 and kq.peak_tbps("NVIDIA H100 80GB HBM3") == 3.35
 
@@ -394,7 +396,9 @@ def test_script_on_cpu_writes_the_table(tmp_path: Path) -> None:
     )
     assert norm_pick.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 1 |")
     assert "(portfolio)" not in norm_pick and "(template)" in norm_pick
-    assert float(norm_pick.rstrip(" |").rsplit("|", 1)[1]) > 0  # the engine's seconds on the module
+    engine_s, spent_on = norm_pick.rstrip(" |").split(" | ")[-2:]
+    assert float(engine_s) > 0  # the engine's seconds on the module, and where they went
+    assert re.fullmatch(r"build \d+ · generate: template \d+ · checks \d+ · last checks \d+", spent_on)
     assert matmul.startswith("| bench/problems/matmul.py::Model | 32×32, 32×32 | template | declined |")
     assert "unsupported second operand: only a 2-D parameter of the module (torch.matmul" in matmul
     assert norm.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 2×8×64 | template | correct |")

@@ -728,6 +728,10 @@ def test_default_portfolio_on_cpu_runs_template_and_names_the_rest(cli, tmp_path
     assert module["best"] == "add_relu_kernel"
     assert set(module["unavailable"]) == {"kernelllm", "inductor"}
     assert module["unavailable"]["inductor"].startswith("needs a CUDA GPU")
+    # Where the engine's time went, in the order spent, within its whole time on the module.
+    assert list(module["phases"]) == ["build", "generate: template", "checks", "last checks"]
+    assert all(s > 0 for s in list(module["phases"].values())[:3])
+    assert sum(module["phases"].values()) <= module["wall_s"]
     assert "tests/problems/add_relu.py::Model, by generator:" in run.stdout
     assert re.search(r"\n  template +won: the first verified candidate", run.stdout)
     assert re.search(r"\n  inductor +unavailable: needs a CUDA GPU", run.stdout)
