@@ -17,13 +17,12 @@ the class. Two rules keep that a drop-in:
 from __future__ import annotations
 
 import ast
-import io
 import itertools
-import tokenize
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 from runners import pyast
+from runners.source import bound_names, rename_identifiers
 
 
 class ApplyError(ValueError):
@@ -45,25 +44,6 @@ class Suggestion:
     code: str
 
 
-def _bound(node: ast.stmt) -> list[str]:
-    """Top-level names a statement binds."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return [node.name]
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return [(a.asname or a.name).split(".")[0] for a in node.names if a.name != "*"]
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = list(node.targets)
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    names = []
-    for t in targets:
-        for n in ast.walk(t):
-            if isinstance(n, ast.Name):
-                names.append(n.id)
-    return names
-
-
 def _import_targets(node: ast.stmt) -> dict[str, str]:
     """For an import, each bound name and the dotted thing it names (``from a import b`` → a.b)."""
     if isinstance(node, ast.Import):
@@ -75,48 +55,16 @@ def _import_targets(node: ast.stmt) -> dict[str, str]:
     return {}
 
 
-def _rename(source: str, names: dict[str, str]) -> str:
-    """Rename identifiers (not attributes after a dot, not keyword arguments' names), in place in
-    the text: everything else stays byte for byte."""
-    tokens = [t for t in tokenize.generate_tokens(io.StringIO(source).readline) if t.type != tokenize.NL]
-    edits: list[tuple[int, int, str, str]] = []
-    depth = 0  # inside brackets: where `name=` is a keyword argument, not an assignment
-    for i, tok in enumerate(tokens):
-        if tok.type == tokenize.OP and tok.string in "([{":
-            depth += 1
-        elif tok.type == tokenize.OP and tok.string in ")]}":
-            depth -= 1
-        if tok.type != tokenize.NAME or tok.string not in names:
-            continue
-        prev = next((t for t in reversed(tokens[:i]) if t.type != tokenize.COMMENT), None)
-        nxt = tokens[i + 1] if i + 1 < len(tokens) else None
-        after_dot = prev is not None and prev.string == "."
-        keyword_arg = (
-            depth > 0
-            and nxt is not None
-            and nxt.string == "="
-            and prev is not None
-            and prev.string in ("(", ",")
-        )
-        if not after_dot and not keyword_arg:
-            edits.append((tok.start[0], tok.start[1], tok.string, names[tok.string]))
-    lines = source.splitlines(keepends=True)
-    for row, col, old, new in sorted(edits, reverse=True):
-        line = lines[row - 1]
-        lines[row - 1] = line[:col] + new + line[col + len(old) :]
-    return "".join(lines)
-
-
 def unique_helpers(code: str, class_name: str, file_source: str) -> str:
     """``code`` with each top-level name it defines, other than ``class_name`` and its imports,
     suffixed with ``_<class_name>``."""
     tree = pyast.parse(code)
-    taken = {n for node in pyast.parse(file_source).body for n in _bound(node)}
+    taken = {n for node in pyast.parse(file_source).body for n in bound_names(node)}
     renames: dict[str, str] = {}
     for node in tree.body:
         if isinstance(node, ast.Import | ast.ImportFrom):
             continue
-        for name in _bound(node):
+        for name in bound_names(node):
             if name == class_name or name in renames or name.endswith(f"_{class_name}"):
                 continue
             new = f"{name}_{class_name}"
@@ -127,7 +75,7 @@ def unique_helpers(code: str, class_name: str, file_source: str) -> str:
             renames[name] = new
     if not renames:
         return code
-    renamed = _rename(code, renames)
+    renamed = rename_identifiers(code, renames)
     pyast.parse(renamed)
     return renamed
 
@@ -154,13 +102,13 @@ def check_applied(file_source: str, lineno: int, end_lineno: int, code: str, cla
     old = _unchanged(file_source, after, {class_name}, "applying")
     added = pyast.parse(code).body
     kept = {ast.dump(n) for n in old}
-    old_names = {n for node in old for n in _bound(node)}
+    old_names = {n for node in old for n in bound_names(node)}
     old_imports = {k: v for node in old for k, v in _import_targets(node).items()}
     for node in added:
         if ast.dump(node) in kept:
             continue  # the same import or definition again binds the same thing
         same_module = _import_targets(node)
-        for name in _bound(node):
+        for name in bound_names(node):
             if name in same_module and old_imports.get(name) == same_module[name]:
                 continue  # `import torch.nn as nn` where the file says `from torch import nn`
             if name in old_names:
@@ -178,11 +126,11 @@ def _unchanged(file_source: str, after: str, class_names: Collection[str], doing
         new_tree = pyast.parse(after)
     except SyntaxError as exc:
         raise ApplyError(f"the file would not parse after {doing} (line {exc.lineno}: {exc.msg})") from None
-    old = [n for n in pyast.parse(file_source).body if not set(_bound(n)) & set(class_names)]
+    old = [n for n in pyast.parse(file_source).body if not set(bound_names(n)) & set(class_names)]
     new = {ast.dump(n) for n in new_tree.body}
     for node in old:
         if ast.dump(node) not in new:
-            name = ", ".join(_bound(node)) or type(node).__name__
+            name = ", ".join(bound_names(node)) or type(node).__name__
             raise ApplyError(f"{doing} would change or drop the file's {name} (line {node.lineno})")
     return old
 
@@ -193,7 +141,7 @@ def _bindings(code: str) -> dict[str, tuple[int, str | None]]:
     out: dict[str, tuple[int, str | None]] = {}
     for node in pyast.parse(code).body:
         imported = _import_targets(node)
-        for name in _bound(node):
+        for name in bound_names(node):
             line, target = out.get(name, (node.lineno, imported.get(name)))
             out[name] = (line, target if target == imported.get(name) else None)
     return out

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from runners import pyast
+from runners.source import method
 
 # torch.nn attributes that are classes but not modules.
 _NOT_MODULES = {"Parameter", "Buffer", "UninitializedParameter", "UninitializedBuffer"}
@@ -86,13 +87,6 @@ def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef | None) -> tuple[str, ...
     if args.kwarg:
         names.append("**" + args.kwarg.arg)
     return tuple(names[1:] if names and names[0] == "self" else names)
-
-
-def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | ast.AsyncFunctionDef | None:
-    for item in cls.body:
-        if isinstance(item, ast.FunctionDef | ast.AsyncFunctionDef) and item.name == name:
-            return item
-    return None
 
 
 # ``(module, level) -> (its source, the resolver for its own imports)`` or None: how discovery reads
@@ -173,8 +167,8 @@ def find_modules(
                 lineno=start,
                 end_lineno=cls.end_lineno or cls.lineno,
                 bases=tuple(bases[cls.name]),
-                init_params=_params(_method(cls, "__init__")),
-                forward_params=_params(_method(cls, "forward")),
+                init_params=_params(method(cls, "__init__")),
+                forward_params=_params(method(cls, "forward")),
             )
         )
     return found

@@ -52,6 +52,7 @@ import re
 import textwrap
 
 from runners import pyast
+from runners.source import Rename, loaded_names, method, segment, top_class
 
 TRITON = "_forward_triton"
 EAGER = "_forward_eager"
@@ -79,17 +80,15 @@ class FallbackError(ValueError):
 
 
 def _top_class(tree: ast.Module, name: str, what: str) -> ast.ClassDef:
-    for node in tree.body:
-        if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
-    raise FallbackError(f"{what} defines no top-level class {name}")
+    cls = top_class(tree, name)
+    if cls is None:
+        raise FallbackError(f"{what} defines no top-level class {name}")
+    return cls
 
 
 def _method(cls: ast.ClassDef, name: str) -> ast.FunctionDef | None:
-    for node in cls.body:
-        if isinstance(node, ast.FunctionDef) and node.name == name:
-            return node
-    return None
+    fn = method(cls, name)
+    return fn if isinstance(fn, ast.FunctionDef) else None
 
 
 def _members(cls: ast.ClassDef) -> dict[str, ast.stmt]:
@@ -104,13 +103,6 @@ def _members(cls: ast.ClassDef) -> dict[str, ast.stmt]:
         elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
             out[node.target.id] = node
     return out
-
-
-def _segment(lines: list[str], node: ast.stmt, decorators: bool = True) -> str:
-    """The source of ``node`` (with its decorators unless told otherwise), dedented."""
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []) if decorators)])
-    end = node.end_lineno or node.lineno
-    return textwrap.dedent("\n".join(lines[start - 1 : end]))
 
 
 def _decorators(lines: list[str], fn: ast.FunctionDef) -> list[str]:
@@ -333,10 +325,6 @@ def drop_backward(candidate: str, class_name: str) -> str:
         text = "\n".join(lines) + "\n"
 
 
-def _loads(node: ast.AST) -> list[str]:
-    return [n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)]
-
-
 def _only_for(node: ast.stmt, tree: ast.Module, unused: set[str], class_name: str) -> bool:
     """Whether ``node`` is a top-level definition that removed code read and nothing else reads."""
     if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -347,17 +335,8 @@ def _only_for(node: ast.stmt, tree: ast.Module, unused: set[str], class_name: st
         return False
     if not names <= unused or class_name in names:
         return False
-    everywhere, inside = _loads(tree), _loads(node)
+    everywhere, inside = loaded_names(tree), loaded_names(node)
     return all(everywhere.count(name) == inside.count(name) for name in names)
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, names: dict[str, str]) -> None:
-        self.names = names
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        node.id = self.names.get(node.id, node.id)
-        return node
 
 
 def _init_with_original_signature(cand: ast.FunctionDef, orig: ast.FunctionDef) -> str | None:
@@ -378,7 +357,7 @@ def _init_with_original_signature(cand: ast.FunctionDef, orig: ast.FunctionDef) 
     if (used - set(cnames)) & set(onames):
         raise FallbackError("the candidate's constructor uses the original's argument names for other things")
     init = copy.deepcopy(cand)
-    init.body = [_Rename(mapping).visit(stmt) for stmt in init.body]
+    init.body = [Rename(mapping).visit(stmt) for stmt in init.body]
     init.args, init.returns, init.decorator_list = copy.deepcopy(oa), orig.returns, []
     return ast.unparse(ast.fix_missing_locations(init))
 
@@ -415,13 +394,13 @@ def with_eager_path(candidate: str, original: str, class_name: str, backward: bo
     orig_lines = original.splitlines()
     # The original forward's decorators (torch.no_grad(), transformers' dynamic_rope_update) wrap the
     # forward that picks a path, so both paths run under them, as the original did.
-    carried = [_rename_def(_segment(orig_lines, orig_forward, decorators=False), "forward", EAGER)]
+    carried = [_rename_def(segment(orig_lines, orig_forward, decorators=False), "forward", EAGER)]
     seen: set[int] = set()
     for name, node in _members(orig_cls).items():
         if name in cand_members or name in ("forward", "__init__") or id(node) in seen:
             continue
         seen.add(id(node))
-        carried.append(_segment(orig_lines, node))
+        carried.append(segment(orig_lines, node))
     if backward is None:
         backward = bool(_applied_functions(cand_tree, class_name))
     decorators = _decorators(orig_lines, orig_forward)

@@ -14,29 +14,9 @@ import ast
 from typing import Any
 
 from runners.discover import parse
+from runners.source import Rename, bound_names, used_names
 
 _ALWAYS = "import torch\nimport torch.nn as nn\n"
-
-
-def _bound_names(node: ast.stmt) -> set[str]:
-    """Names a top-level statement binds."""
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return {node.name}
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    names: set[str] = set()
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    for t in targets:
-        names |= {n.id for n in ast.walk(t) if isinstance(n, ast.Name)}
-    return names
-
-
-def _used_names(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
 def _closure(tree: ast.Module, class_name: str, also: tuple[str, ...] = ()) -> list[ast.stmt]:
@@ -44,7 +24,7 @@ def _closure(tree: ast.Module, class_name: str, also: tuple[str, ...] = ()) -> l
     constructor arguments are built from) needs, in file order (imports always kept)."""
     defs: dict[str, list[int]] = {}
     for i, node in enumerate(tree.body):
-        for name in _bound_names(node):
+        for name in bound_names(node):
             defs.setdefault(name, []).append(i)
     start = next(
         (i for i, n in enumerate(tree.body) if isinstance(n, ast.ClassDef) and n.name == class_name), None
@@ -55,7 +35,7 @@ def _closure(tree: ast.Module, class_name: str, also: tuple[str, ...] = ()) -> l
     todo = list(keep)
     while todo:
         node = tree.body[todo.pop()]
-        for name in _used_names(node):
+        for name in used_names(node):
             for i in defs.get(name, []):
                 if i not in keep:
                     keep.add(i)
@@ -71,22 +51,6 @@ def _closure(tree: ast.Module, class_name: str, also: tuple[str, ...] = ()) -> l
         for i in sorted(keep)
         if not (isinstance(tree.body[i], ast.FunctionDef) and tree.body[i].name in skip)  # type: ignore[attr-defined]
     ]
-
-
-class _Rename(ast.NodeTransformer):
-    def __init__(self, mapping: dict[str, str]) -> None:
-        self.mapping = mapping
-
-    def visit_Name(self, node: ast.Name) -> ast.Name:
-        if node.id in self.mapping:
-            node.id = self.mapping[node.id]
-        return node
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.ClassDef:
-        if node.name in self.mapping:
-            node.name = self.mapping[node.name]
-        self.generic_visit(node)
-        return node
 
 
 def tensor_expr(spec: dict[str, Any]) -> str:
@@ -148,7 +112,7 @@ def problem_source(source: str, class_name: str, build: dict[str, Any], init_par
     mapping = {class_name: "Model"}
     if class_name != "Model" and any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in body):
         mapping["Model"] = "Model_"  # a helper already called Model steps aside
-    module = _Rename(mapping).visit(ast.Module(body=body, type_ignores=[]))
+    module = Rename(mapping, classes=True).visit(ast.Module(body=body, type_ignores=[]))
     code = ast.unparse(ast.fix_missing_locations(module))
     positional = init_positional(build, init_params)
     if positional is None:

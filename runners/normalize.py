@@ -71,13 +71,17 @@ does not import torch or triton.
 from __future__ import annotations
 
 import ast
+import functools
 import itertools
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from runners import pyast
+from runners.screen import ALLOWED_IMPORTS
+from runners.source import rename_identifiers, segment
 
-__all__ = ["ALLOWED_IMPORTS", "Normalized", "normalize"]
+__all__ = ["Normalized", "normalize"]
 
 
 @dataclass
@@ -86,15 +90,6 @@ class Normalized:
     rewrites: list[str]  # what was changed, in order of first occurrence
     rejected: str | None = None  # why it cannot be made standalone, naming the construct and line
 
-
-# Top-level modules a kernel may import: runners.verify.ALLOWED_IMPORTS (kept equal by a test;
-# not imported from there because runners.verify imports torch).
-ALLOWED_IMPORTS = frozenset(
-    """
-    torch triton math typing typing_extensions functools itertools operator numbers
-    dataclasses collections enum abc __future__ numpy einops
-    """.split()
-)
 
 _INDUCTOR_PREFIXES = ("torch._inductor", "torch._dynamo", "torch._C._dynamo", "torch.ops.inductor")
 
@@ -129,258 +124,33 @@ _TL_DIRECT = {
 # libdevice.sqrt is correctly rounded; tl.sqrt may be approximate on GPUs (tl_math.sqrt stays tl.sqrt).
 _LIBDEVICE_ONLY = {"sqrt": "sqrt_rn"}
 
-# Local @triton.jit helpers: name -> (helpers it calls, what it replaces, source).
-# Sources use {triton} and {tl} for the module's aliases, so they carry no other braces.
-_JIT_HELPERS: dict[str, tuple[tuple[str, ...], str, str]] = {
-    "tanh": (
-        (),
-        "2 * sigmoid(2x) - 1",
-        """
-@{triton}.jit
-def _kz_tanh(x):
-    return 2 * {tl}.sigmoid(2 * x) - 1
-""",
-    ),
-    "log1p": (
-        (),
-        "log(1 + x), corrected for rounding",
-        """
-@{triton}.jit
-def _kz_log1p(x):
-    u = 1.0 + x
-    ratio = x / (u - 1.0)
-    return {tl}.where(u == 1.0, x, {tl}.where(u == float("inf"), u, {tl}.log(u) * ratio))
-""",
-    ),
-    "expm1": (
-        (),
-        "exp(x) - 1, corrected for rounding",
-        """
-@{triton}.jit
-def _kz_expm1(x):
-    u = {tl}.exp(x)
-    ratio = x / {tl}.log(u)
-    edge = (u - 1.0 == -1.0) | (u == float("inf"))
-    return {tl}.where(u == 1.0, x, {tl}.where(edge, u - 1.0, (u - 1.0) * ratio))
-""",
-    ),
-    "sinh": (
-        (),
-        "(exp(x) - exp(-x)) / 2",
-        """
-@{triton}.jit
-def _kz_sinh(x):
-    return 0.5 * ({tl}.exp(x) - {tl}.exp(-x))
-""",
-    ),
-    "cosh": (
-        (),
-        "(exp(x) + exp(-x)) / 2",
-        """
-@{triton}.jit
-def _kz_cosh(x):
-    return 0.5 * ({tl}.exp(x) + {tl}.exp(-x))
-""",
-    ),
-    "tan": (
-        (),
-        "sin(x) / cos(x)",
-        """
-@{triton}.jit
-def _kz_tan(x):
-    return {tl}.sin(x) / {tl}.cos(x)
-""",
-    ),
-    "log10": (
-        (),
-        "log(x) / log(10)",
-        """
-@{triton}.jit
-def _kz_log10(x):
-    return {tl}.log(x) * 0.4342944819032518
-""",
-    ),
-    "isnan": (
-        (),
-        "x != x",
-        """
-@{triton}.jit
-def _kz_isnan(x):
-    return x != x
-""",
-    ),
-    "isinf": (
-        (),
-        "|x| == inf",
-        """
-@{triton}.jit
-def _kz_isinf(x):
-    return {tl}.abs(x) == float("inf")
-""",
-    ),
-    "trunc": (
-        (),
-        "ceil below zero, floor above",
-        """
-@{triton}.jit
-def _kz_trunc(x):
-    return {tl}.where(x < 0, {tl}.ceil(x), {tl}.floor(x))
-""",
-    ),
+# Local @triton.jit helpers, each ``_kz_<name>`` in runners/normalize_sources.py: name -> (the helpers it
+# calls, what it replaces).
+_JIT_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
+    "tanh": ((), "2 * sigmoid(2x) - 1"),
+    "log1p": ((), "log(1 + x), corrected for rounding"),
+    "expm1": ((), "exp(x) - 1, corrected for rounding"),
+    "sinh": ((), "(exp(x) - exp(-x)) / 2"),
+    "cosh": ((), "(exp(x) + exp(-x)) / 2"),
+    "tan": ((), "sin(x) / cos(x)"),
+    "log10": ((), "log(x) / log(10)"),
+    "isnan": ((), "x != x"),
+    "isinf": ((), "|x| == inf"),
+    "trunc": ((), "ceil below zero, floor above"),
     # Copies of torch._inductor.runtime.triton_helpers (BSD-3-Clause, PyTorch contributors).
-    "welford_reduce": (
-        (),
-        "Inductor's Welford step",
-        """
-@{triton}.jit
-def _kz_welford_reduce(value, mean, m2, weight, first_iteration):
-    if first_iteration:
-        new_weight = {tl}.full(weight.shape, 1, weight.dtype)
-        new_mean = value
-        new_m2 = {tl}.zeros_like(m2)
-    else:
-        delta = value - mean
-        new_weight = weight + 1
-        new_mean = mean + delta / new_weight
-        new_m2 = m2 + delta * (value - new_mean)
-    return new_mean, new_m2, new_weight
-""",
-    ),
-    "welford_combine": (
-        (),
-        "Inductor's Welford combine",
-        """
-@{triton}.jit
-def _kz_welford_combine(mean_1, m2_1, weight_1, mean_2, m2_2, weight_2):
-    delta = {tl}.where(mean_1 == mean_2, 0.0, mean_2 - mean_1)
-    new_weight = weight_1 + weight_2
-    w2_over_w = {tl}.where(new_weight == 0.0, 0.0, weight_2 / new_weight)
-    return (
-        mean_1 + delta * w2_over_w,
-        m2_1 + m2_2 + delta * delta * weight_1 * w2_over_w,
-        new_weight,
-    )
-""",
-    ),
-    "welford": (
-        ("welford_combine",),
-        "Inductor's Welford reduction",
-        """
-@{triton}.jit
-def _kz_welford(mean, m2, weight, dim):
-    return {tl}.reduce((mean, m2, weight), dim, _kz_welford_combine)
-""",
-    ),
-    "maximum_with_index": (
-        (),
-        "Inductor's argmax combine",
-        """
-@{triton}.jit
-def _kz_maximum_with_index(a_value, a_index, b_value, b_index):
-    mask = a_value > b_value
-    equal = a_value == b_value
-    if a_value.dtype.is_floating():
-        a_isnan = a_value != a_value
-        b_isnan = b_value != b_value
-        mask |= a_isnan & ~b_isnan
-        equal |= a_isnan & b_isnan
-    mask |= equal & (a_index < b_index)
-    return {tl}.where(mask, a_value, b_value), {tl}.where(mask, a_index, b_index)
-""",
-    ),
-    "minimum_with_index": (
-        (),
-        "Inductor's argmin combine",
-        """
-@{triton}.jit
-def _kz_minimum_with_index(a_value, a_index, b_value, b_index):
-    mask = a_value < b_value
-    equal = a_value == b_value
-    if a_value.dtype.is_floating():
-        a_isnan = a_value != a_value
-        b_isnan = b_value != b_value
-        mask |= a_isnan & ~b_isnan
-        equal |= a_isnan & b_isnan
-    mask |= equal & (a_index < b_index)
-    return {tl}.where(mask, a_value, b_value), {tl}.where(mask, a_index, b_index)
-""",
-    ),
-    "max_with_index": (
-        ("maximum_with_index",),
-        "Inductor's argmax reduction",
-        """
-@{triton}.jit
-def _kz_max_with_index(value, index, dim):
-    return {tl}.reduce((value, index), dim, _kz_maximum_with_index)
-""",
-    ),
-    "min_with_index": (
-        ("minimum_with_index",),
-        "Inductor's argmin reduction",
-        """
-@{triton}.jit
-def _kz_min_with_index(value, index, dim):
-    return {tl}.reduce((value, index), dim, _kz_minimum_with_index)
-""",
-    ),
-    "any_combine": (
-        (),
-        "a | b",
-        """
-@{triton}.jit
-def _kz_any_combine(a, b):
-    return a | b
-""",
-    ),
-    "any": (
-        ("any_combine",),
-        "Inductor's any-reduction",
-        """
-@{triton}.jit
-def _kz_any(a, dim):
-    return {tl}.reduce(a, dim, _kz_any_combine)
-""",
-    ),
-    "prod_accumulate": (
-        (),
-        "a * b",
-        """
-@{triton}.jit
-def _kz_prod_accumulate(a, b):
-    return a * b
-""",
-    ),
-    "prod": (
-        ("prod_accumulate",),
-        "Inductor's product reduction",
-        """
-@{triton}.jit
-def _kz_prod(input, axis):
-    return {tl}.reduce(input, axis, _kz_prod_accumulate)
-""",
-    ),
-    "div_floor_integer": (
-        (),
-        "Inductor's integer floor division",
-        """
-@{triton}.jit
-def _kz_div_floor_integer(a, b):
-    quot = a // b
-    remainder = a % b
-    fixed = {tl}.where(remainder != 0, quot - 1, quot)
-    return {tl}.where((a < 0) != (b < 0), fixed, quot)
-""",
-    ),
-    "remainder_integer": (
-        (),
-        "Inductor's integer remainder",
-        """
-@{triton}.jit
-def _kz_remainder_integer(a, b):
-    remainder = a % b
-    return {tl}.where((remainder != 0) & ((a < 0) != (b < 0)), remainder + b, remainder)
-""",
-    ),
+    "welford_reduce": ((), "Inductor's Welford step"),
+    "welford_combine": ((), "Inductor's Welford combine"),
+    "welford": (("welford_combine",), "Inductor's Welford reduction"),
+    "maximum_with_index": ((), "Inductor's argmax combine"),
+    "minimum_with_index": ((), "Inductor's argmin combine"),
+    "max_with_index": (("maximum_with_index",), "Inductor's argmax reduction"),
+    "min_with_index": (("minimum_with_index",), "Inductor's argmin reduction"),
+    "any_combine": ((), "a | b"),
+    "any": (("any_combine",), "Inductor's any-reduction"),
+    "prod_accumulate": ((), "a * b"),
+    "prod": (("prod_accumulate",), "Inductor's product reduction"),
+    "div_floor_integer": ((), "Inductor's integer floor division"),
+    "remainder_integer": ((), "Inductor's integer remainder"),
 }
 _FORMULAS = ("tanh", "log1p", "expm1", "sinh", "cosh", "tan", "log10", "isnan", "isinf", "trunc")
 _HELPER_COPIES = (
@@ -388,70 +158,24 @@ _HELPER_COPIES = (
     "div_floor_integer remainder_integer"
 ).split()
 
-_DEVICE_OF = '''
-def _kz_device_of(*objs):
-    """The device of the first tensor in objs (searching lists, tuples, dicts and a module's
-    parameters and buffers); with none, CUDA if available, else the CPU. Replaces Inductor's
-    hard-coded cuda:0, so the code runs where its inputs are."""
-    found = _kz_find_device(objs)
-    if found is not None:
-        return found
-    return {torch}.device("cuda" if {torch}.cuda.is_available() else "cpu")
+_SOURCES = Path(__file__).with_name("normalize_sources.py")
 
 
-def _kz_find_device(objs):
-    for obj in objs:
-        if isinstance(obj, {torch}.Tensor):
-            return obj.device
-        if isinstance(obj, {torch}.nn.Module):
-            inner = list(obj.parameters()) + list(obj.buffers())
-        elif isinstance(obj, dict):
-            inner = list(obj.values())
-        elif isinstance(obj, (list, tuple)):
-            inner = obj
-        else:
-            continue
-        found = _kz_find_device(inner)
-        if found is not None:
-            return found
-    return None
-'''
+@functools.cache
+def _helper_sources() -> dict[str, str]:
+    """Each top-level function of runners/normalize_sources.py: its name -> its exact text."""
+    text = _SOURCES.read_text(encoding="utf-8")
+    lines = text.splitlines()
+    return {n.name: segment(lines, n) for n in pyast.parse(text).body if isinstance(n, ast.FunctionDef)}
 
-_GRID = '''
-def {name}(*numels):
-    """Inductor's launch grid: grid(xnumel), grid(ynumel, xnumel) or grid(znumel, ynumel, xnumel)
-    (the last numel is x). Returns a function of the launch's meta-parameters, one program per
-    XBLOCK (YBLOCK, ZBLOCK) elements, as kernel[grid(n)](..., XBLOCK=...) expects."""
-    xnumel = numels[-1]
-    ynumel = numels[-2] if len(numels) > 1 else None
-    znumel = numels[-3] if len(numels) > 2 else None
 
-    def dim(numel, block):
-        if numel is None:
-            return 1
-        if block is None:
-            return numel
-        return -(-numel // block)
+def _helper_source(names: tuple[str, ...], renames: dict[str, str]) -> str:
+    """The functions ``names`` of runners/normalize_sources.py, two blank lines apart, with
+    ``renames`` (``tl`` -> the candidate's alias, ...) applied to their identifiers."""
+    text = "\n\n\n".join(_helper_sources()[name] for name in names)
+    changed = {old: new for old, new in renames.items() if old != new}
+    return rename_identifiers(text, changed) if changed else text
 
-    def grid_fn(meta):
-        x = dim(xnumel, meta.get("XBLOCK", 1))
-        y = dim(ynumel, meta.get("YBLOCK", None))
-        if znumel is None:
-            z = -(-y // 65535)  # as Inductor: a y grid over the CUDA limit spills into z
-            y = -(-y // z)
-        else:
-            z = dim(znumel, meta.get("ZBLOCK", None))
-        return (x, y, z)
-
-    return grid_fn
-'''
-
-_REINTERPRET = '''
-def {name}(tensor, size, stride, offset=0):
-    """Inductor's reinterpret_tensor: a view of tensor's storage with this size and stride,
-    offset (in elements) from the tensor's own storage offset."""
-    return {torch}.as_strided(tensor, size, stride, tensor.storage_offset() + offset)
-'''
 
 _HEADER_OPEN = "# --- kernelize normalize: local replacements for Inductor helpers ---"
 _HEADER_CLOSE = "# --- end of replacements ---"
@@ -1309,16 +1033,17 @@ class _Normalizer:
             imports.append("import triton")
         if "tl" in self.need_imports:
             imports.append(f"import triton.language as {self.tl}")
-        fmt = {"torch": self.torch, "triton": self.triton, "tl": self.tl}
+        aliases = {"torch": self.torch, "triton": self.triton, "tl": self.tl}
         if self.need_device_of:
-            parts.append(_DEVICE_OF.format(**fmt).strip("\n"))
+            parts.append(_helper_source(("_kz_device_of", "_kz_find_device"), aliases))
         if "grid" in self.used_helpers:
-            parts.append(_GRID.format(name=self.grid_name).strip("\n"))
+            parts.append(_helper_source(("_kz_grid",), {"_kz_grid": self.grid_name}))
         if "reinterpret_tensor" in self.used_helpers:
-            parts.append(_REINTERPRET.format(name=self.reinterpret_name, **fmt).strip("\n"))
+            renamed = {**aliases, "_kz_reinterpret_tensor": self.reinterpret_name}
+            parts.append(_helper_source(("_kz_reinterpret_tensor",), renamed))
         for name in _JIT_HELPERS:  # a fixed order: the output is deterministic
             if name in self.used_helpers:
-                parts.append(_JIT_HELPERS[name][2].format(**fmt).strip("\n"))
+                parts.append(_helper_source((f"_kz_{name}",), aliases))
         if not parts and not imports:
             return ""
         text = f"\n{_HEADER_OPEN}\n" + "".join(f"{line}\n" for line in imports)

@@ -80,9 +80,9 @@ from runners.generators.template import (
     _node_refs,
     _on_self,
     _wrap,
-    class_parts,
     read_guards,
 )
+from runners.source import NotStandalone, class_parts
 
 # Spellings of a matrix product with a weight of the module.
 _LINEAR_MODULE = "nn.Linear"
@@ -837,7 +837,7 @@ def candidate(problem: Problem, trace: dict[str, Any], generator: str) -> Candid
     ``without_backward``: there is no backward to leave out)."""
     try:
         source, names = render_module(problem, trace)
-    except Unsupported as exc:
+    except (Unsupported, NotStandalone) as exc:
         raise GeneratorDeclined(f"{generator}: {exc}") from None
     provenance = {"kernel": names[0], "kernels": names, "pattern": "matrix products"}
     return Candidate(names[0].strip("_"), generator, source, provenance)

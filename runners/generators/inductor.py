@@ -46,6 +46,7 @@ from typing import Any
 from runners import pyast, sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
 from runners.normalize import normalize
+from runners.source import NotStandalone, class_parts
 
 NEEDS_CUDA = (
     "inductor: needs a CUDA GPU (Inductor's Triton backend generates code for the GPU it compiles on)"
@@ -407,16 +408,13 @@ _HEADER = ("import torch", "import triton", "import triton.language as tl")
 
 def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[str]]:
     """(standalone source, normalize's rewrites) for a capture; raises Unsupported."""
-    from runners.generators.template import Unsupported as NotCopyable
-    from runners.generators.template import class_parts
-
     code = capture["code"]
     tree = pyast.parse(code)
     kernels = _kernels(tree)
     wrapper, copied = _wrapper(tree, code, kernels, capture)
     try:
         parts = class_parts(problem.source, problem.class_name)
-    except NotCopyable as exc:
+    except NotStandalone as exc:
         raise Unsupported(str(exc)) from None
     context = [c for c in parts.context if c not in _HEADER]
     shapes = ", ".join(str(s) for s in capture.get("example_shapes", []))

@@ -60,9 +60,9 @@ from runners.generators.template import (
     _op_source,
     _promote,
     _wrap,
-    class_parts,
     read_guards,
 )
+from runners.source import NotStandalone, class_parts
 
 HALF = "half"  # shape S[:-1] + [N / 2]: computed at every column from the first half's
 HALF_COL = "half_col"  # a vector of N / 2, read at cols % half
@@ -383,6 +383,6 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
 def candidate(problem: Problem, trace: dict[str, Any], generator: str) -> Candidate:
     try:
         source, name = render_module(problem, trace)
-    except Unsupported as exc:
+    except (Unsupported, NotStandalone) as exc:
         raise GeneratorDeclined(f"{generator}: {exc}") from None
     return Candidate(name.strip("_"), generator, source, {"kernel": name, "pattern": "table"})

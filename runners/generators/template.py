@@ -72,7 +72,6 @@ unsupported op and its node, e.g. ``template: unsupported op torch.cumsum
 from __future__ import annotations
 
 import ast
-import builtins
 import dataclasses
 import json
 import math
@@ -85,7 +84,7 @@ from typing import Any
 from runners import pyast, sandbox
 from runners.generators import autodiff
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.normalize import ALLOWED_IMPORTS
+from runners.source import NotStandalone, class_parts
 
 TRACE_LIMITS = sandbox.Limits(timeout_s=120.0, memory_mb=8192)
 
@@ -1964,116 +1963,6 @@ def _fresh_local(name: str, taken: set[str]) -> str:
     return name
 
 
-# ---------------------------------------------------------------------------
-# The original class's constructor and what it needs from its file
-
-
-@dataclass
-class ClassParts:
-    context: list[str]  # top-level statements of the file the copied code needs, in file order
-    members: list[str]  # the constructor, class attributes and helpers it calls, verbatim
-    signature: str  # forward's parameters, as written
-    returns: str  # `` -> T`` or ""
-
-
-def _segment(lines: list[str], node: ast.stmt) -> str:
-    start = min([node.lineno, *(d.lineno for d in getattr(node, "decorator_list", []))])
-    return textwrap.dedent("\n".join(lines[start - 1 : node.end_lineno or node.lineno]))
-
-
-def _bound(node: ast.stmt) -> set[str]:
-    if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-        return {node.name}
-    if isinstance(node, ast.Import | ast.ImportFrom):
-        return {(a.asname or a.name).split(".")[0] for a in node.names}
-    targets: list[ast.expr] = []
-    if isinstance(node, ast.Assign):
-        targets = node.targets
-    elif isinstance(node, ast.AnnAssign | ast.AugAssign):
-        targets = [node.target]
-    return {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-
-
-def _free_names(nodes: list[ast.AST]) -> set[str]:
-    loaded: set[str] = set()
-    stored: set[str] = set()
-    for root in nodes:
-        for n in ast.walk(root):
-            if isinstance(n, ast.Name):
-                (loaded if isinstance(n.ctx, ast.Load) else stored).add(n.id)
-            elif isinstance(n, ast.arg):
-                stored.add(n.arg)
-    return loaded - stored - set(dir(builtins))
-
-
-def class_parts(source: str, class_name: str) -> ClassParts:
-    """What the emitted class copies from the original: raises Unsupported when it cannot stand alone."""
-    tree = pyast.parse(source)
-    lines = source.splitlines()
-    cls = next(
-        (n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == class_name),
-        None,
-    )
-    if cls is None:
-        raise Unsupported(f"no top-level class {class_name}")
-    methods = {n.name: n for n in cls.body if isinstance(n, ast.FunctionDef)}
-    forward = methods.get("forward")
-    if forward is None:
-        raise Unsupported(f"{class_name} defines no forward of its own")
-    chosen: list[ast.stmt] = [n for n in cls.body if isinstance(n, ast.Assign | ast.AnnAssign)]
-    todo = ["__init__"] if "__init__" in methods else []
-    while todo:
-        method = methods[todo.pop()]
-        if method in chosen:
-            continue
-        chosen.append(method)
-        for n in ast.walk(method):
-            if not (isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name)):
-                continue
-            if n.value.id == "self" and n.attr in methods and n.attr != "forward":
-                todo.append(n.attr)
-    chosen.sort(key=lambda n: n.lineno)
-    signature = ast.unparse(forward.args)
-    returns = f" -> {ast.unparse(forward.returns)}" if forward.returns else ""
-    needed = _free_names([*chosen, forward.args, *([forward.returns] if forward.returns else [])])
-    context = _context(tree, lines, needed, class_name)
-    return ClassParts(context, [_segment(lines, n) for n in chosen], signature, returns)
-
-
-def _context(tree: ast.Module, lines: list[str], needed: set[str], class_name: str) -> list[str]:
-    """The file's top-level statements that bind ``needed`` names, and what those need in turn."""
-    binders: dict[str, ast.stmt] = {}
-    for node in tree.body:
-        for name in _bound(node):
-            binders[name] = node
-    keep: list[ast.stmt] = []
-    todo = sorted(needed - {class_name}, reverse=True)
-    while todo:
-        name = todo.pop()
-        if name not in binders:
-            raise Unsupported(f"the constructor uses {name!r}, which its file does not define at the top")
-        node = binders[name]
-        if any(node is k for k in keep):
-            continue
-        if isinstance(node, ast.ClassDef):
-            # A class of the file (a config dataclass, say): the suggestion lives in that file and is
-            # checked in its namespace, so it uses the file's own class rather than a copy.
-            continue
-        if isinstance(node, ast.ImportFrom):
-            if node.level or (node.module or "").split(".")[0] not in ALLOWED_IMPORTS:
-                # The file's own import (``from ..activations import ACT2FN``): bound in the
-                # namespace the suggestion is checked in and lives in; never imported again here.
-                continue
-        elif isinstance(node, ast.Import):
-            if any(alias.name.split(".")[0] not in ALLOWED_IMPORTS for alias in node.names):
-                continue
-        else:
-            todo.extend(sorted(_free_names([node]) - _bound(node), reverse=True))
-        keep.append(node)
-    keep.sort(key=lambda n: n.lineno)
-    return [_segment(lines, n) for n in keep]
-
-
 _HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
 
 
@@ -2162,7 +2051,7 @@ class TemplateGenerator:
             return [outer.candidate(problem, res.payload, self.name)]
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
-        except Unsupported as exc:
+        except (Unsupported, NotStandalone) as exc:
             raise GeneratorDeclined(f"template: {exc}") from None
         pattern = "row reduction" if built.rows else "pointwise"
         provenance = {"kernel": kernel, "pattern": pattern, **({"backward": backward} if backward else {})}

@@ -9,7 +9,8 @@ import torch
 import torch.nn.functional as F
 
 from runners import verify
-from runners.verify import Mismatch, compare, compute_ops, screen_source
+from runners.screen import screen_source
+from runners.verify import Mismatch, compare, compute_ops
 
 
 def gen(seed: int = 0) -> torch.Generator:
