@@ -331,18 +331,18 @@ def _forward(module: torch.nn.Module, r: RunRequest, cast: Any) -> dict[str, Any
 
 def reference_target(req: dict[str, Any]) -> dict[str, Any]:
     """The original alone on the family's call."""
-    from runners.verify import Problem
+    from runners.verify import BuiltModule
 
     r = RunRequest.from_dict(req)
     base = {"device": r.device, "file": r.file, "root": r.root, "class_name": r.class_name, "dtype": r.dtype}
-    problem = Problem(base, r.build)
+    problem = BuiltModule(base, r.build)
     return _forward(problem.module, r, problem.cast)
 
 
 def candidate_target(req: dict[str, Any]) -> dict[str, Any]:
     """The candidate alone on the family's call (built as ``runners.verify.evaluate`` builds it)."""
-    from runners.verify import Problem, load_candidate
+    from runners.verify import BuiltModule, load_candidate
 
-    problem = Problem(req, req["build"])
+    problem = BuiltModule(req, req["build"])
     _, cand = load_candidate(req, problem)
     return _forward(cand, RunRequest.from_dict(req["judge"]), None)

@@ -4,7 +4,7 @@ Compiling runs the module's own code, so it happens in a sandbox like every
 other evaluation; the parent (``runners/generators/inductor.py``) turns what
 comes back into a standalone module without importing torch.
 
-The module is built from the resolved build spec (``verify.Problem``) on the
+The module is built from the resolved build spec (``verify.BuiltModule``) on the
 GPU and compiled with ``torch.compile(dynamic=True, fullgraph=True)`` through
 a backend that records Dynamo's graph before handing it to Inductor's
 ``compile_fx``. Duck shaping is off, so two example sizes that happen to be
@@ -225,7 +225,7 @@ def capture(req: dict[str, Any]) -> dict[str, Any]:
     if not torch.cuda.is_available():
         return {"ok": False, "reason": NEEDS_CUDA}
     try:
-        problem = verify.Problem({**req, "device": "cuda"}, req["build"])
+        problem = verify.BuiltModule({**req, "device": "cuda"}, req["build"])
     except BaseException as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "building the module")}
     module = problem.module

@@ -170,7 +170,7 @@ def target(req: dict[str, Any]) -> dict[str, Any]:
     from runners import buffers, runner, verify
     from runners.protocol import RunRequest
 
-    problem = verify.Problem(req, req["build"])
+    problem = verify.BuiltModule(req, req["build"])
     _, cand = verify.load_candidate(req, problem)
     judged = RunRequest.from_dict(req["judge"])
     data = runner.read_inputs(judged.inputs_path)

@@ -17,7 +17,7 @@ import torch
 
 from runners import bench, buffers, sandbox
 from runners.protocol import Call, CallReply, RunReply, RunRequest, TensorRef, TimingPlan, TimingReply
-from runners.verify import Problem, describe_exc, flatten
+from runners.verify import BuiltModule, describe_exc, flatten
 
 
 def read_inputs(path: str) -> Any:
@@ -285,7 +285,7 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
     """The reference runner: the original module alone (no candidate is on its path)."""
     r = RunRequest.from_dict(req)
     try:
-        problem = Problem(
+        problem = BuiltModule(
             {
                 "device": r.device,
                 "file": r.file,
@@ -314,7 +314,7 @@ def reference(req: dict[str, Any]) -> dict[str, Any]:
     return RunReply(calls=replies, timing=timing, training_timing=training).to_dict()
 
 
-def _reference_timing(problem: Problem, plan: TimingPlan, data: Any, device: str) -> TimingReply:
+def _reference_timing(problem: BuiltModule, plan: TimingPlan, data: Any, device: str) -> TimingReply:
     try:
         return time_reference(problem.module, plan, data, device, problem.cast)
     except Exception as exc:  # no baseline: the candidates go untimed, the checks stand

@@ -3,7 +3,7 @@
 Tracing runs the module's own code (its constructor, and its ``forward`` on
 proxies and on the example inputs), so it happens in a sandbox like every
 other evaluation; the parent only reads the description. The module is built
-from the build spec the pipeline already resolved (``verify.Problem``), on the
+from the build spec the pipeline already resolved (``verify.BuiltModule``), on the
 meta device where it can be (no memory for its weights and inputs), traced
 with ``torch.fx``'s tracer and run once through ``ShapeProp``, so every node
 carries the shape and dtype it had on the example inputs. The tracer (``_Tracer``)
@@ -86,20 +86,20 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
     an op without a meta kernel), again on CPU tensors of the build's own sizes."""
     try:
         with torch.device("meta"):
-            meta = verify.Problem({**req, "device": "meta", "dtype": None}, req["build"])
+            meta = verify.BuiltModule({**req, "device": "meta", "dtype": None}, req["build"])
             described = _trace(meta, meta.values(req["build"]["inputs"], 0))
         if described.get("ok"):
             return described
     except Exception:  # values read on the meta device: the CPU below says what fails, if anything
         pass
     try:
-        problem = verify.Problem({**req, "device": "cpu", "dtype": None}, req["build"])
+        problem = verify.BuiltModule({**req, "device": "cpu", "dtype": None}, req["build"])
     except BaseException as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "building the module")}
     return _trace(problem, problem.example_inputs(0))
 
 
-def _trace(problem: verify.Problem, args: list[Any]) -> dict[str, Any]:
+def _trace(problem: verify.BuiltModule, args: list[Any]) -> dict[str, Any]:
     module = problem.module
     try:
         gm, reads = _symbolic_trace(module)

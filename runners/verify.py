@@ -656,7 +656,7 @@ def _resolve_build(
     return {}, tried
 
 
-class Problem:
+class BuiltModule:
     """The reference module, built from a resolved build spec."""
 
     def __init__(self, req: dict[str, Any], build: dict[str, Any]) -> None:
@@ -760,7 +760,7 @@ def prepare(req: dict[str, Any]) -> dict[str, Any]:
             "reason": "could not build the module: " + "; ".join(tried[-4:]),
             "tried": tried,
         }
-    problem = Problem(req, build)
+    problem = BuiltModule(req, build)
     args = problem.example_inputs(0)
     with recording(), torch.no_grad():
         out = problem.module(*args)
@@ -817,7 +817,7 @@ def _candidate_class(module: Any, class_name: str) -> type:
 
 
 def _build_candidate(
-    cls: type, problem: Problem, device: str, keywords_only: bool = False
+    cls: type, problem: BuiltModule, device: str, keywords_only: bool = False
 ) -> torch.nn.Module:
     """Build with the original arguments; by keyword first, then (unless ``keywords_only``: a suggestion
     must keep the original's argument names) positionally in the original's order (a model sees them
@@ -837,7 +837,7 @@ def _build_candidate(
 
 
 def load_candidate(
-    req: dict[str, Any], problem: Problem, before: dict[str, dict[str, int]] | None = None
+    req: dict[str, Any], problem: BuiltModule, before: dict[str, dict[str, int]] | None = None
 ) -> tuple[type, torch.nn.Module]:
     """Check 1: the candidate imports, builds with the original arguments and loads the original's
     weights; (its class, the module). ``before``: the integrity snapshot its import is held to."""
@@ -946,7 +946,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     if memory_bounds.wanted(device):  # every interpreted load and store checked against its tensors
         memory_bounds.install()
     _install_thread_watch(req["candidate"])
-    problem = Problem(req, req["build"])
+    problem = BuiltModule(req, req["build"])
     ref64 = problem.reference64()
     before = snapshot()
 
@@ -1053,7 +1053,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     result["reason"] = ""
 
 
-def _check_eager_path(cls: type, problem: Problem, req: dict[str, Any]) -> None:
+def _check_eager_path(cls: type, problem: BuiltModule, req: dict[str, Any]) -> None:
     """Check 3 on CPU tensors: the suggestion keeps the original computation there, and it must hold."""
     import copy
 

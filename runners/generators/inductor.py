@@ -67,7 +67,7 @@ _GRIDS["Grid2DWithYZOverflow"] = _GRIDS["Grid2D"]
 CALL = "_call_compiled"
 
 
-class Unsupported(Exception):
+class NotStandaloneCapture(Exception):
     """Inductor's output has something this generator cannot make standalone; the message says what."""
 
 
@@ -90,12 +90,12 @@ def _kernel(name: str, source: str) -> _Kernel:
     functions = [n for n in tree.body if isinstance(n, ast.FunctionDef)]
     main = next((f for f in functions if f.name == name), None)
     if main is None:
-        raise Unsupported(f"kernel {name}: its source defines no function {name}")
+        raise NotStandaloneCapture(f"kernel {name}: its source defines no function {name}")
     parts = []
     for fn in functions:
         jit = [d for d in fn.decorator_list if ast.unparse(d) == "triton.jit"]
         if not jit:
-            raise Unsupported(f"kernel {name}: {fn.name} is not a plain @triton.jit function")
+            raise NotStandaloneCapture(f"kernel {name}: {fn.name} is not a plain @triton.jit function")
         parts.append("@triton.jit\n" + "\n".join(lines[fn.lineno - 1 : fn.end_lineno]))
     params: list[str] = []
     constexprs: list[str] = []
@@ -126,7 +126,7 @@ def _kernels(tree: ast.Module) -> dict[str, _Kernel]:
         if len(args) < 2 or not all(
             isinstance(a, ast.Constant) and isinstance(a.value, str) for a in args[:2]
         ):
-            raise Unsupported(f"line {st.lineno}: async_compile.triton without a name and a source")
+            raise NotStandaloneCapture(f"line {st.lineno}: async_compile.triton without a name and a source")
         name, source = args[0].value, args[1].value  # type: ignore[attr-defined]
         out[name] = _kernel(name, source)
     return out
@@ -141,7 +141,7 @@ def _call_function(tree: ast.Module) -> ast.FunctionDef:
             for member in st.body:
                 if isinstance(member, ast.FunctionDef) and member.name == "call":
                     return member
-    raise Unsupported("Inductor's output has no call(args) function")
+    raise NotStandaloneCapture("Inductor's output has no call(args) function")
 
 
 def _stored(fn: ast.FunctionDef) -> set[str]:
@@ -177,9 +177,11 @@ def _module_names(tree: ast.Module, lines: list[str]) -> dict[str, str]:
 def _launch(call: ast.Call, kernel: _Kernel, info: dict[str, Any], lines: list[str]) -> str:
     """``kernel.run(a, b, xnumel, stream=stream0)`` -> ``kernel[grid(xnumel)](a, b, xnumel, XBLOCK=...)``."""
     if any(isinstance(a, ast.Starred) for a in call.args) or any(k.arg != "stream" for k in call.keywords):
-        raise Unsupported(f"line {call.lineno}: {kernel.name}.run(...) with arguments other than positional")
+        raise NotStandaloneCapture(
+            f"line {call.lineno}: {kernel.name}.run(...) with arguments other than positional"
+        )
     if len(call.args) != len(kernel.params):
-        raise Unsupported(
+        raise NotStandaloneCapture(
             f"line {call.lineno}: {kernel.name}.run(...) passes {len(call.args)} arguments, "
             f"the kernel takes {len(kernel.params)}"
         )
@@ -187,12 +189,12 @@ def _launch(call: ast.Call, kernel: _Kernel, info: dict[str, Any], lines: list[s
     by_param = dict(zip(kernel.params, args, strict=True))
     grid_type = info.get("grid_type") or "Grid1D"
     if grid_type not in _GRIDS:
-        raise Unsupported(f"kernel {kernel.name} uses Inductor's {grid_type} launch grid")
+        raise NotStandaloneCapture(f"kernel {kernel.name} uses Inductor's {grid_type} launch grid")
     numels = []
     for numel in _GRIDS[grid_type]:
         expr = by_param.get(numel) or kernel.static_numels.get(numel)
         if expr is None:
-            raise Unsupported(f"kernel {kernel.name}: cannot tell its {numel} for the launch grid")
+            raise NotStandaloneCapture(f"kernel {kernel.name}: cannot tell its {numel} for the launch grid")
         numels.append(expr)
     config = info["config"]
     meta = []
@@ -200,12 +202,12 @@ def _launch(call: ast.Call, kernel: _Kernel, info: dict[str, Any], lines: list[s
         if key in kernel.constexprs:
             meta.append(f"{key}={value!r}")
         elif key not in _BLOCKS:
-            raise Unsupported(
+            raise NotStandaloneCapture(
                 f"kernel {kernel.name}: launch setting {key}={value!r} is not a kernel parameter"
             )
     missing = [c for c in kernel.constexprs if c not in config["kwargs"]]
     if missing:
-        raise Unsupported(f"kernel {kernel.name}: no chosen value for {', '.join(missing)}")
+        raise NotStandaloneCapture(f"kernel {kernel.name}: no chosen value for {', '.join(missing)}")
     meta.append(f"num_warps={config['num_warps']}")
     meta.append(f"num_stages={config['num_stages']}")
     if config.get("num_ctas", 1) != 1:
@@ -223,22 +225,24 @@ def _wrapper(
     fn = _call_function(tree)
     body = fn.body
     if ast.unparse(fn.args) not in ("args", "self, args"):
-        raise Unsupported(f"Inductor's call takes ({ast.unparse(fn.args)}), not (args)")
+        raise NotStandaloneCapture(f"Inductor's call takes ({ast.unparse(fn.args)}), not (args)")
     unpack = body[0]
     if not (isinstance(unpack, ast.Assign) and ast.unparse(unpack.value) == "args"):
-        raise Unsupported("Inductor's call does not start by unpacking its arguments")
+        raise NotStandaloneCapture("Inductor's call does not start by unpacking its arguments")
     target = unpack.targets[0]
     count = len(target.elts) if isinstance(target, ast.Tuple) else 1
     if count != len(capture["placeholders"]):
-        raise Unsupported(
+        raise NotStandaloneCapture(
             f"Inductor's call takes {count} arguments, the graph has {len(capture['placeholders'])} inputs"
         )
     returns = [n for n in ast.walk(fn) if isinstance(n, ast.Return)]
     expected = capture["outputs"]["count"]
     if len(returns) != 1 or not isinstance(returns[0].value, ast.Tuple):
-        raise Unsupported("Inductor's call does not end in one return of a tuple")
+        raise NotStandaloneCapture("Inductor's call does not end in one return of a tuple")
     if len(returns[0].value.elts) != expected:
-        raise Unsupported(f"Inductor's call returns {len(returns[0].value.elts)} tensors, forward {expected}")
+        raise NotStandaloneCapture(
+            f"Inductor's call returns {len(returns[0].value.elts)} tensors, forward {expected}"
+        )
 
     # Each launch statement becomes its kernel[grid](...) line.
     replace: dict[int, tuple[int, str]] = {}
@@ -250,17 +254,19 @@ def _wrapper(
         if isinstance(func, ast.Attribute) and func.attr == "run" and isinstance(func.value, ast.Name):
             name = func.value.id
             if name not in kernels:
-                raise Unsupported(
+                raise NotStandaloneCapture(
                     f"line {st.lineno}: launches {name}, which is not one of Inductor's kernels"
                 )
             if name not in capture["kernels"]:
-                raise Unsupported(f"kernel {name}: no launch configuration was recorded")
+                raise NotStandaloneCapture(f"kernel {name}: no launch configuration was recorded")
             indent = lines[st.lineno - 1][: st.col_offset]
             text = indent + _launch(st.value, kernels[name], capture["kernels"][name], lines)
             replace[st.lineno] = (st.end_lineno or st.lineno, text)
             launched.add(name)
     if not launched:
-        raise Unsupported("Inductor generated no Triton kernel launches (everything stays in library calls)")
+        raise NotStandaloneCapture(
+            "Inductor generated no Triton kernel launches (everything stays in library calls)"
+        )
 
     stored = _stored(fn)
     available = _module_names(tree, lines)
@@ -272,12 +278,14 @@ def _wrapper(
         if name in stored or name in kernels or hasattr(builtins, name) or name in ("torch", "math"):
             continue
         if name == "self":
-            raise Unsupported(f"line {n.lineno}: Inductor's call uses its Runner's state")
+            raise NotStandaloneCapture(f"line {n.lineno}: Inductor's call uses its Runner's state")
         if name in available:
             if available[name] not in needed:
                 needed.append(available[name])
         elif name not in _NORMALIZED_NAMES:
-            raise Unsupported(f"line {n.lineno}: Inductor's call uses {name}, which has no standalone form")
+            raise NotStandaloneCapture(
+                f"line {n.lineno}: Inductor's call uses {name}, which has no standalone form"
+            )
 
     out = [f"def {CALL}(args):"]
     first = body[0].lineno
@@ -325,7 +333,9 @@ def _graph_inputs(placeholders: list[dict[str, Any]]) -> list[str]:
         if p["kind"] == "tensor":
             match = next((e for e, q in tensors if q is p), None)
             if match is None:
-                raise Unsupported(f"graph input {p['name']} is neither an argument, a parameter nor a buffer")
+                raise NotStandaloneCapture(
+                    f"graph input {p['name']} is neither an argument, a parameter nor a buffer"
+                )
             exprs.append(match)
         elif p["kind"] == "symint":
             if "input" in origin:
@@ -333,7 +343,7 @@ def _graph_inputs(placeholders: list[dict[str, Any]]) -> list[str]:
                 continue
             exprs.append(_size_of(p, tensors))
         else:
-            raise Unsupported(f"graph input {p['name']} is a {p['kind']}, which forward cannot pass")
+            raise NotStandaloneCapture(f"graph input {p['name']} is a {p['kind']}, which forward cannot pass")
     return exprs
 
 
@@ -345,7 +355,7 @@ def _size_of(p: dict[str, Any], tensors: list[tuple[str, dict[str, Any]]]) -> st
             dims = q.get("shape" if method == "size" else "stride", [])
             if expr in dims:
                 return f"{name}.{method}({dims.index(expr)})"
-    raise Unsupported(f"graph input {p['name']} ({expr}) is not a size of any input")
+    raise NotStandaloneCapture(f"graph input {p['name']} ({expr}) is not a size of any input")
 
 
 def _literal(value: Any) -> str:
@@ -385,7 +395,9 @@ def _checks(capture: dict[str, Any]) -> list[str]:
 
 def _forward(capture: dict[str, Any], signature: str, returns: str) -> str:
     if capture.get("unplain_arguments"):
-        raise Unsupported(f"forward's argument {capture['unplain_arguments'][0]} is compiled in as an object")
+        raise NotStandaloneCapture(
+            f"forward's argument {capture['unplain_arguments'][0]} is compiled in as an object"
+        )
     exprs = _graph_inputs(capture["placeholders"])
     kind = capture["outputs"]["kind"]
     body = [
@@ -407,7 +419,7 @@ _HEADER = ("import torch", "import triton", "import triton.language as tl")
 
 
 def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[str]]:
-    """(standalone source, normalize's rewrites) for a capture; raises Unsupported."""
+    """(standalone source, normalize's rewrites) for a capture; raises NotStandaloneCapture."""
     code = capture["code"]
     tree = pyast.parse(code)
     kernels = _kernels(tree)
@@ -415,7 +427,7 @@ def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[
     try:
         parts = class_parts(problem.source, problem.class_name)
     except NotStandalone as exc:
-        raise Unsupported(str(exc)) from None
+        raise NotStandaloneCapture(str(exc)) from None
     context = [c for c in parts.context if c not in _HEADER]
     shapes = ", ".join(str(s) for s in capture.get("example_shapes", []))
     names = ", ".join(kernels)
@@ -439,7 +451,7 @@ def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[
     source = "\n\n".join(blocks)
     norm = normalize(source, problem.class_name)
     if norm.rejected:
-        raise Unsupported(f"cannot make Inductor's output standalone: {norm.rejected}")
+        raise NotStandaloneCapture(f"cannot make Inductor's output standalone: {norm.rejected}")
     return norm.source, norm.rewrites
 
 
@@ -488,7 +500,7 @@ def candidate(problem: Problem, capture: dict[str, Any]) -> Candidate:
     """The candidate for a capture (from the sandbox, or a fixture); raises GeneratorError."""
     try:
         source, rewrites = render_module(problem, capture)
-    except (Unsupported, SyntaxError) as exc:
+    except (NotStandaloneCapture, SyntaxError) as exc:
         raise GeneratorDeclined(f"inductor: {exc}") from None
     kernels = {name: info["config"] for name, info in capture["kernels"].items()}
     provenance = {

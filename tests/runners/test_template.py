@@ -665,7 +665,7 @@ def generate(root, file, name):
     source, _, _, backward = render_module_with_backward(
         problem, trace.trace({**req, "build": problem.build})
     )
-    return verify.Problem(req, problem.build), source, backward
+    return verify.BuiltModule(req, problem.build), source, backward
 """
 _GRADIENT_CHECK = (
     _GENERATE
