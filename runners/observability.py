@@ -25,6 +25,8 @@ from typing import Any
 
 log_context: contextvars.ContextVar[dict[str, Any]] = contextvars.ContextVar("kernelize_log_context")
 LOG_FORMAT_ENV = "KERNELIZE_LOG_FORMAT"  # json (default in containers) or text
+GPU_ENV = "KERNELIZE_GPU"  # the GPU index a supervised worker is pinned to (runners/supervisor.py)
+log = logging.getLogger("kernelize.tasks")
 TASK_BUCKETS = (0.1, 0.5, 1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 
 
@@ -64,9 +66,14 @@ def configure_logging(fmt: str | None = None, level: int = logging.INFO) -> None
     logging.basicConfig(level=level, handlers=[handler], force=True)
 
 
-def task_context(task_id: str, name: str, root_id: str | None, kwargs: dict[str, Any]) -> dict[str, Any]:
-    """The log context of a task: its id and name, the delivery that started it, its repository."""
+def task_context(
+    task_id: str, name: str, root_id: str | None, kwargs: dict[str, Any], gpu: str | None = None
+) -> dict[str, Any]:
+    """The log context of a task: its id and name, the delivery that started it, its repository,
+    and the GPU its worker is pinned to (``KERNELIZE_GPU``, set by runners/supervisor.py)."""
     context: dict[str, Any] = {"task_id": task_id, "task": name}
+    if gpu:
+        context["gpu"] = gpu
     for candidate in (root_id, task_id):
         if candidate and candidate.startswith("delivery-"):
             context["delivery_id"] = candidate.removeprefix("delivery-")
@@ -126,7 +133,8 @@ def instrument() -> None:
     metrics = _metrics = _Metrics()
 
     def prerun(task_id: str, task: Any, kwargs: dict[str, Any] | None = None, **_: Any) -> None:
-        context = task_context(task_id, task.name, getattr(task.request, "root_id", None), kwargs or {})
+        root = getattr(task.request, "root_id", None)
+        context = task_context(task_id, task.name, root, kwargs or {}, os.environ.get(GPU_ENV))
         _started[task_id] = (time.monotonic(), log_context.set(context))
 
     def postrun(task_id: str, task: Any, retval: Any = None, state: str | None = None, **_: Any) -> None:
@@ -134,7 +142,10 @@ def instrument() -> None:
         if started is None:
             return
         outcome = (state or "unknown").lower()
-        metrics.task_seconds.labels(task.name, outcome).observe(time.monotonic() - started[0])
+        seconds = time.monotonic() - started[0]
+        metrics.task_seconds.labels(task.name, outcome).observe(seconds)
+        # One line per task run, in its context: which task ran where, for how long, how it ended.
+        log.info("task finished", extra={"outcome": outcome, "seconds": round(seconds, 3)})
         for generator, status in candidate_outcomes(retval):
             metrics.candidates.labels(generator, status).inc()
         try:

@@ -42,6 +42,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import FrameType
 from typing import Any
 
+from runners.observability import GPU_ENV
+
 log = logging.getLogger("kernelize.supervisor")
 
 BACKOFF_FIRST_S = 1.0
@@ -113,7 +115,7 @@ class Supervisor:
         self.children = [Child(gpu) for gpu in self.gpus]
 
     def _start(self, child: Child) -> None:
-        env = {**self.env, "CUDA_VISIBLE_DEVICES": child.gpu, "KERNELIZE_GPU": child.gpu}
+        env = {**self.env, "CUDA_VISIBLE_DEVICES": child.gpu, GPU_ENV: child.gpu}
         if self.metrics_dir:
             env["PROMETHEUS_MULTIPROC_DIR"] = self.metrics_dir
         argv = [part.replace("{gpu}", child.gpu) for part in self.command]
