@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
 # judge-timing is judge-timing-cheats then judge-timing-honest: together over 10 minutes on an H200.
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | quality | memcheck | overhead
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | quality | memcheck | overhead | workers
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -258,4 +258,14 @@ echo "CC=${CC:-unset} uid=$(id -u)"; df -h "${TMPDIR:-/tmp}" | tail -1; free -g 
 $PY -c 'from runners import sandbox; print("isolation probe (cuda):", sandbox.isolation_problem("cuda") or "ok")'
 TIMEFORMAT="memcheck tests: %R s wall"; time $PY -m pytest -rA -v -m gpu tests/runners/test_gpu.py -k memory_check \
     -p no:cacheprovider 2>&1 | tee "$OUT/memcheck_pytest.txt"
+fi
+
+if [ "$PART" = workers ]; then
+# Two GPUs, two workers (a host with several GPUs): one supervised worker per GPU under N tasks of one
+# problem, then the first GPU alone; where each task ran, throughput, utilisation, /healthz, /metrics.
+GPUS=${GPUS:-$(nvidia-smi --query-gpu=index --format=csv,noheader | paste -sd, -)}
+echo "== GPU workers: --gpus $GPUS, ${TASKS:-16} tasks of ${WORKERS_PROBLEM:-bench/problems/rmsnorm.py::RMSNorm} =="
+$PY bench/gpu_workers.py --gpus "$GPUS" --compare --tasks "${TASKS:-16}" --device cuda \
+    --problem "${WORKERS_PROBLEM:-bench/problems/rmsnorm.py::RMSNorm}" --timeout 500 \
+    --json "$OUT/workers.json" --markdown "$OUT/workers.md"
 fi
