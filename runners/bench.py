@@ -36,12 +36,31 @@ TARGET_MS_PER_ROUND = 100.0
 CPU_RUNS = 20  # per round on the CPU (tests of the protocol: the figures mean nothing there)
 MIN_RUNS, MAX_RUNS = 10, 2000
 RECHECK_SPEEDUP = 10.0
+# Back to back (forward only): each callable again on one fed input, with no flush and no event
+# between calls, for ~BACK_TO_BACK_MS by eager's estimate, between marks the judge timestamps. The
+# judge's clock over that span is the time per call a loop over batches of this shape sees: at
+# launch-bound sizes the launch path's Python, which the flushed, evented calls above hide.
+BACK_TO_BACK_MS = 50.0
+MIN_BACK_TO_BACK, MAX_BACK_TO_BACK = 20, 20000
 
 
 def span_marks(training: bool) -> tuple[str, str]:
     """The marks a runner sends around a timed span, by the sandbox's clock."""
     what = "training timing" if training else "timing"
     return f"{what} start", f"{what} end"
+
+
+def back_to_back_marks(name: str) -> tuple[str, str]:
+    """The marks a runner sends around ``name``'s calls back to back (``eager``, ``compile``,
+    ``candidate``)."""
+    return f"back-to-back {name} start", f"back-to-back {name} end"
+
+
+def back_to_back_calls(est_ms: float, device: str) -> int:
+    """How many calls back to back: ~BACK_TO_BACK_MS of eager's estimate (on the CPU, a few)."""
+    if device != "cuda":
+        return MIN_BACK_TO_BACK
+    return min(MAX_BACK_TO_BACK, max(MIN_BACK_TO_BACK, int(BACK_TO_BACK_MS / est_ms)))
 
 
 def _percentile(xs: list[float], q: float) -> float:
@@ -268,6 +287,22 @@ class Clock:
         torch.cuda.synchronize()
         return [s.elapsed_time(e) for s, e in zip(starts, ends, strict=True)]
 
+    def back_to_back(
+        self, fns: dict[str, Callable[[list[Any]], Any]], feed: Feed, calls: int, mark: Callable[[str], None]
+    ) -> None:
+        """Each of ``fns`` ``calls`` times on one fed input (the first), nothing between the calls,
+        between its :func:`back_to_back_marks`: the judge's clock over each span is the figure."""
+        args = feed(0)
+        for name, fn in fns.items():
+            fn(args)
+            self.sync()
+            start, end = back_to_back_marks(name)
+            mark(start)
+            for _ in range(calls):
+                fn(args)
+            self.sync()
+            mark(end)
+
     def estimate_ms(self, fn: Callable[[list[Any]], Any], feed: Feed) -> float:
         """Warm ``fn`` for ~WARMUP_MS and return its time per call (calls not projected)."""
         fn(feed(0))
@@ -321,7 +356,8 @@ def time_reference(
     with torch.set_grad_enabled(training), collector_paused():
         fns, feed_for = _timed(named, module, sets, seed, device, training)
         probe = feed_for(1)
-        runs = runs_for(clock.estimate_ms(fns["eager"], probe), device)
+        est = clock.estimate_ms(fns["eager"], probe)
+        runs = runs_for(est, device)
         for name in fns:
             if name != "eager":
                 clock.estimate_ms(fns[name], probe)
@@ -334,10 +370,14 @@ def time_reference(
                 samples[name] += clock.samples(fn, feed, r * runs, runs, proj if name == "eager" else None)
         clock.sync()
         mark(end)
+        wall_calls = 0 if training else back_to_back_calls(est, device)
+        if wall_calls:
+            clock.back_to_back(fns, feed, wall_calls, mark)
     assert proj.quad is not None
     return {
         "summaries": {name: summarize(s) for name, s in samples.items()},
         "runs": runs,
+        "wall_calls": wall_calls,
         "projections": proj.values.cpu().tolist(),
         "quadratic": proj.quad.cpu().tolist(),
         "weights_sq": proj.weights_sq(),
@@ -354,10 +394,12 @@ def time_candidate(
     device: str,
     mark: Callable[[str], None],
     training: bool = False,
+    wall_calls: int = 0,
 ) -> dict[str, Any]:
     """The candidate's timing on the reference's sequence: every timed call's outputs (with
     ``training``, its gradients) projected. Too good to believe at once (a median below
-    ``recheck_below_ms``): timed again, twice as long, the slower figure kept."""
+    ``recheck_below_ms``): timed again, twice as long, the slower figure kept. Then, with
+    ``wall_calls``, that many calls back to back (:meth:`Clock.back_to_back`)."""
     clock = Clock(device)
     total = runs * rounds
     start, end = span_marks(training)
@@ -384,10 +426,13 @@ def time_candidate(
             timing["calls"] = len(samples) + len(again)
         clock.sync()
         mark(end)
+        if wall_calls and not training:
+            clock.back_to_back({"candidate": fn}, feed, wall_calls, mark)
     timing.setdefault("calls", len(samples))
     return {
         "summaries": {"candidate": timing},
         "runs": runs,
+        "wall_calls": wall_calls if not training else 0,
         "projections": proj.values.cpu().tolist(),
         "rechecked": rechecked,
     }
@@ -420,6 +465,19 @@ def speedup(baseline: dict[str, Any] | None, candidate: dict[str, Any] | None) -
     if not baseline or not candidate or candidate["median_ms"] <= 0:
         return None
     return float(baseline["median_ms"]) / float(candidate["median_ms"])
+
+
+def slower_back_to_back(timings: dict[str, Any]) -> str:
+    """Why the candidate is no faster in a loop, or "": its calls back to back (the judge's clock,
+    ``wall_ms``) took longer than eager's. At a launch-bound size the launch path can cost more than
+    the kernel saves, which the flushed, evented times do not show."""
+    eager, cand = timings.get("eager") or {}, timings.get("candidate") or {}
+    if eager.get("wall_ms") is None or cand.get("wall_ms") is None or cand["wall_ms"] <= eager["wall_ms"]:
+        return ""
+    return (
+        f"no faster in a loop: {cand['wall_ms'] * 1e3:.4g} us per call back to back against eager's "
+        f"{eager['wall_ms'] * 1e3:.4g} us (the launch path costs more than the kernel saves at this size)"
+    )
 
 
 def clears_noise(baseline: dict[str, Any], candidate: dict[str, Any], min_speedup: float) -> bool:

@@ -780,6 +780,9 @@ class Judge:
             )
             cand = by_clock
         timings = {k: dict(v) for k, v in ref.summaries.items()} | {"candidate": cand}
+        if not training and ref.wall_calls:
+            for name, ms in self._back_to_back(ref, got, marks, what).items():
+                timings[name]["wall_ms"] = ms
         return Timed(
             timings=timings,
             rechecked=got.rechecked,
@@ -787,6 +790,27 @@ class Judge:
             compile_error=ref.compile_error,
             clocked=clocked,
         )
+
+    def _back_to_back(
+        self, ref: TimingReply, got: TimingReply, marks: list[tuple[str, float]], what: str
+    ) -> dict[str, float]:
+        """Each callable's ms per call back to back, by the judge's clock alone: the span between
+        its :func:`bench.back_to_back_marks` over the calls made in it. The original's (eager,
+        torch.compile) from the reference runner's marks; the candidate's runner must have made
+        the same number of calls between its own marks."""
+        calls = min(ref.wall_calls, bench.MAX_BACK_TO_BACK)
+        out = {}
+        for name in ref.summaries:
+            per_call = _per_call(self.reference_marks, name, calls)
+            if per_call is not None:
+                out[name] = per_call
+        cand = _per_call(marks, "candidate", calls)
+        if got.wall_calls != calls or cand is None:
+            raise Reject(
+                f"{what}: the candidate's runner did not make the {calls} calls back to back between "
+                "its marks that the original's runner made"
+            )
+        return out | {"candidate": cand}
 
     def close(self) -> None:
         if not isinstance(self._reference_blob, bytes):
@@ -800,7 +824,8 @@ def _candidate_plan(plan: TimingPlan | None, ref: TimingReply | None) -> TimingP
     if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
         return None
     below = ref.summaries["eager"]["median_ms"] / bench.RECHECK_SPEEDUP
-    return dataclasses.replace(plan, runs=ref.runs, compile=False, recheck_below_ms=below)
+    calls = min(ref.wall_calls, bench.MAX_BACK_TO_BACK)
+    return dataclasses.replace(plan, runs=ref.runs, compile=False, recheck_below_ms=below, wall_calls=calls)
 
 
 def clock_check(
@@ -865,6 +890,17 @@ def _span(marks: list[tuple[str, float]], training: bool = False) -> float | Non
     if not starts or not ends or max(ends) < min(starts):
         return None
     return max(ends) - min(starts)
+
+
+def _per_call(marks: list[tuple[str, float]], name: str, calls: int) -> float | None:
+    """ms per call between ``name``'s back-to-back marks (the first start, the last end), by the
+    judge's clock; None without both marks or without calls."""
+    start, end = bench.back_to_back_marks(name)
+    starts = [t for mark, t in marks if mark == start]
+    ends = [t for mark, t in marks if mark == end]
+    if not calls or not starts or not ends or max(ends) < min(starts):
+        return None
+    return (max(ends) - min(starts)) * 1e3 / calls
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:

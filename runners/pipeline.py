@@ -724,7 +724,10 @@ def _shown(spec: dict[str, Any]) -> Any:
 
 
 def _timings(timings: dict[str, Any]) -> dict[str, Timing]:
-    return {k: Timing(v["median_ms"], v["p10_ms"], v["p90_ms"], int(v["runs"])) for k, v in timings.items()}
+    return {
+        k: Timing(v["median_ms"], v["p10_ms"], v["p90_ms"], int(v["runs"]), v.get("wall_ms"))
+        for k, v in timings.items()
+    }
 
 
 def _figures(
@@ -734,7 +737,8 @@ def _figures(
     cand = timings.get("candidate")
     if cand is None:
         return None, None, None, Verdict.NOT_MEASURED
-    faster = bench.clears_noise(timings["eager"], cand, min_speedup)
+    clears = bench.clears_noise(timings["eager"], cand, min_speedup)
+    faster = clears and not bench.slower_back_to_back(timings)
     return (
         cand["median_ms"],
         bench.speedup(timings.get("eager"), cand),
@@ -750,6 +754,9 @@ def _score(result: CandidateResult, timings: dict[str, Any], min_speedup: float)
     result.median_ms, result.speedup_vs_eager, result.speedup_vs_compile, result.verdict = _figures(
         timings, min_speedup
     )
+    slower = bench.slower_back_to_back(timings)
+    if slower and bench.clears_noise(timings["eager"], timings["candidate"], min_speedup):
+        result.notes.append(slower)  # faster by the GPU's events, slower in a loop: no faster
 
 
 def _score_training(result: CandidateResult, timed: Timed, min_speedup: float) -> None:

@@ -157,6 +157,9 @@ class TimingPlan:
     compile: bool = False  # the reference also times torch.compile of the original
     recheck_below_ms: float = 0.0
     training: bool = False
+    # Calls back to back after the timed rounds (``bench.Clock.back_to_back``): 0 in the reference's
+    # plan (it chooses from eager's estimate); a candidate's plan has the reference's number.
+    wall_calls: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -175,6 +178,7 @@ class TimingPlan:
             compile=bool(d.get("compile", False)),
             recheck_below_ms=float(d.get("recheck_below_ms", 0.0)),
             training=bool(d.get("training", False)),
+            wall_calls=_int(d.get("wall_calls", 0)),
         )
 
 
@@ -194,6 +198,7 @@ class TimingReply:
     compile_error: str = ""
     flags_changed: str = ""  # global numeric flags the module changed while loading or running
     error: str = ""  # timing itself failed (out of memory, say): untimed, never called faster
+    wall_calls: int = 0  # calls made back to back per callable, between marks (0: none)
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
@@ -219,6 +224,7 @@ class TimingReply:
                 compile_error=str(d.get("compile_error", "")),
                 flags_changed=str(d.get("flags_changed", "")),
                 error=str(d.get("error", ""))[:500],
+                wall_calls=_int(d.get("wall_calls", 0)),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise ProtocolError(f"a timing reply is malformed: {exc}") from None

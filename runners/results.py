@@ -53,12 +53,15 @@ class TensorInfo:
 
 @dataclass
 class Timing:
-    """One measured callable: median and the 10th/90th percentiles, in ms."""
+    """One measured callable: median and the 10th/90th percentiles, in ms (CUDA events around each
+    call, the L2 flushed before it); ``wall_ms``: the judge's clock per call with the calls back to
+    back on one input, what a loop over batches of this shape sees (None where not measured)."""
 
     median_ms: float
     p10_ms: float
     p90_ms: float
     runs: int
+    wall_ms: float | None = None
 
 
 @dataclass

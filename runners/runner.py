@@ -277,6 +277,7 @@ def time_candidate(
         device,
         sandbox.mark,
         plan.training,
+        plan.wall_calls,
     )
     return TimingReply(**got, flags_changed=flags_changed(before))
 

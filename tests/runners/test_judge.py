@@ -166,6 +166,9 @@ def test_the_honest_kernel_is_timed_against_the_reference_runners_baseline(timed
     # Both timed on the same number of fed calls: the reference's choice.
     assert ok.timings["candidate"].runs == ok.timings["eager"].runs == 3 * 20
     assert ok.timings["candidate"].median_ms > 0
+    # And each back to back by the judge's clock, 20 calls on one input (on the CPU).
+    assert ok.timings["candidate"].wall_ms > 0 and ok.timings["eager"].wall_ms > 0
+    assert ok.provenance["judge"]["clock"]["calls"] == 60
     # Its training path is the original's: nothing of it is timed, and the report says so.
     assert ok.training.startswith("original path")
     assert ok.training_timings == {} and ok.training_median_ms is None
@@ -305,7 +308,13 @@ def timed_judge() -> Any:
     env = {"TRITON_INTERPRET": "1", "CUDA_VISIBLE_DEVICES": ""}
     assert judge.run_reference(Limits(120, 4096), env, None) == ""
     assert judge.reference_timing is not None and judge.reference_timing.runs == 20
-    assert [name for name, _ in judge.reference_marks] == ["timing start", "timing end"]
+    assert judge.reference_timing.wall_calls == 20
+    assert [name for name, _ in judge.reference_marks] == [
+        "timing start",
+        "timing end",
+        "back-to-back eager start",
+        "back-to-back eager end",
+    ]
     yield judge
     judge.close()
 
@@ -343,8 +352,18 @@ def _timed_reply(
         data = buffers.map_file(judge.inputs_path)
         sets = [[buffers.rebuild(data, a.tensor, "cpu").clone() for a in args] for args in plan.sets]
         data.close()
+        assert plan.wall_calls == (0 if plan.training else judge.reference_timing.wall_calls)
         got = bench.time_candidate(
-            module or Honest(), sets, plan.seed, plan.runs, plan.rounds, 0.0, "cpu", mark, plan.training
+            module or Honest(),
+            sets,
+            plan.seed,
+            plan.runs,
+            plan.rounds,
+            0.0,
+            "cpu",
+            mark,
+            plan.training,
+            plan.wall_calls,
         )
         replies[key] = TimingReply(**got)
     if forge is not None:
@@ -395,6 +414,18 @@ TIMING_FORGERIES = {
         "rejected",
         "timing: the candidate changed global numeric settings",
     ),
+    # Calls back to back: the judge's clock over the span is the figure, so the runner must make
+    # them, all of them, between its marks.
+    "no calls back to back": (
+        lambda t, m: (t, [x for x in m if not x[0].startswith("back-to-back")]),
+        "rejected",
+        "timing: the candidate's runner did not make the 20 calls back to back",
+    ),
+    "fewer calls back to back": (
+        lambda t, m: (dataclasses.replace(t, wall_calls=5), m),
+        "rejected",
+        "timing: the candidate's runner did not make the 20 calls back to back",
+    ),
 }
 
 
@@ -411,6 +442,9 @@ def test_timing_replies_are_checked_against_the_reference_and_the_clock(timed_ju
         assert set(verdict.timings) == {"eager", "candidate"}
         assert verdict.timings["candidate"]["runs"] == 60
         assert verdict.clock["calls"] == 60 and verdict.clock["span_s"] > 60 * 0.002
+        # Back to back, by the judge's clock: the honest module sleeps 2 ms a call, eager does not.
+        assert verdict.timings["candidate"]["wall_ms"] >= 2.0
+        assert 0 < verdict.timings["eager"]["wall_ms"] < verdict.timings["candidate"]["wall_ms"]
 
 
 # Training steps (forward and backward), timed for a candidate whose training path is its own
@@ -430,6 +464,8 @@ def training_judge() -> Any:
     assert [name for name, _ in judge.reference_marks] == [
         "timing start",
         "timing end",
+        "back-to-back eager start",
+        "back-to-back eager end",
         "training timing start",
         "training timing end",
     ]
@@ -442,11 +478,13 @@ def _without_training_marks(t: Any, marks: list) -> Any:
 
 
 # The forward timing's forgeries, on the training reply instead (those that rewrite every mark
-# would break the forward span first), and the training span's own marks left out.
+# would break the forward span first; calls back to back are the forward's only), and the training
+# span's own marks left out.
 TRAINING_FORGERIES = {
     case: (forge, status, fragment.replace("timing: ", f"{TRAINED}: ").replace("outputs", "gradients"))
     for case, (forge, status, fragment) in TIMING_FORGERIES.items()
-    if case not in ("no marks", "end marked before start")
+    if case
+    not in ("no marks", "end marked before start", "no calls back to back", "fewer calls back to back")
 } | {
     "no training marks": (
         _without_training_marks,
@@ -980,3 +1018,31 @@ def test_a_full_disk_is_the_checks_failure_not_the_candidates(tmp_path):
     full = buffers.Writer("/dev/full")
     with pytest.raises(buffers.HarnessError, match="could not write their buffers"):
         runner.run_calls(Doubles(), calls, data, "cpu", full)
+
+
+def test_faster_by_the_events_but_slower_in_a_loop_is_no_faster():
+    """At a launch-bound size the flushed, evented time can show a kernel 4x faster while a loop of
+    calls back to back (the launch path's Python included) runs it slower than eager: never praised."""
+    from runners import pipeline
+    from runners.results import CandidateResult, Status, Verdict
+
+    def timings(cand_wall: float | None) -> dict[str, Any]:
+        eager = {"median_ms": 0.020, "p10_ms": 0.019, "p90_ms": 0.021, "runs": 60, "wall_ms": 0.050}
+        cand = {"median_ms": 0.005, "p10_ms": 0.0049, "p90_ms": 0.0051, "runs": 60, "wall_ms": cand_wall}
+        return {"eager": eager, "candidate": cand}
+
+    def scored(cand_wall: float | None) -> CandidateResult:
+        result = CandidateResult("k", "template", Status.CORRECT)
+        pipeline._score(result, timings(cand_wall), 1.05)
+        return result
+
+    slow_loop = scored(0.060)
+    assert slow_loop.verdict is Verdict.NO_FASTER and slow_loop.speedup_vs_eager == pytest.approx(4.0)
+    assert slow_loop.notes == [
+        "no faster in a loop: 60 us per call back to back against eager's 50 us "
+        "(the launch path costs more than the kernel saves at this size)"
+    ]
+    for wall in (0.045, None):  # faster back to back too, or not measured there: the events decide
+        kept = scored(wall)
+        assert kept.verdict is Verdict.FASTER and kept.notes == []
+    assert pipeline._timings(timings(0.060))["candidate"].wall_ms == 0.060
