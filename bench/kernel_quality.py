@@ -65,6 +65,7 @@ sys.path.insert(0, str(ROOT))
 from runners.generators.base import Problem  # noqa: E402
 from runners.render import fmt_err, fmt_ms, fmt_speedup  # noqa: E402
 from runners.results import (  # noqa: E402
+    DEFAULT_MIN_SPEEDUP,
     CandidateResult,
     ModuleReport,
     RunReport,
@@ -683,7 +684,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=4, help="candidates asked of each generator")
     parser.add_argument("--only", action="append", default=[], help="file or class patterns")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per candidate")
-    parser.add_argument("--min-speedup", type=float, default=1.05)
+    parser.add_argument("--min-speedup", type=float, default=DEFAULT_MIN_SPEEDUP)
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument(
         "--peak-tbps", type=float, help="the device's peak memory bandwidth (default: by name)"

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from runners.observability import JsonFormatter  # re-exported: tests and bench/ import it from here
+from runners.results import DEFAULT_MIN_SPEEDUP, DEFAULT_SAMPLES, DEFAULT_TIMEOUT_S
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
     from runners.results import ModuleReport, RunReport
 
 USER_ERROR, INTERNAL_ERROR = 2, 1
-DEFAULT_SAMPLES, DEFAULT_MIN_SPEEDUP = 4, 1.05
 
 
 class UserError(Exception):
@@ -90,7 +90,9 @@ def _engine_arguments(parser: argparse.ArgumentParser, *, review: bool) -> None:
         default=None if review else DEFAULT_MIN_SPEEDUP,
         help=f"a speedup must reach this (default: {config}{DEFAULT_MIN_SPEEDUP})",
     )
-    parser.add_argument("--timeout", type=float, default=300.0, metavar="SECONDS", help="per candidate")
+    parser.add_argument(
+        "--timeout", type=float, default=DEFAULT_TIMEOUT_S, metavar="SECONDS", help="per candidate"
+    )
     parser.add_argument("--memory", type=int, default=8192, metavar="MIB", help="per candidate")
     parser.add_argument("--no-compile", action="store_true", help="skip the torch.compile baseline")
     parser.add_argument(

@@ -24,7 +24,15 @@ from typing import Any, NamedTuple
 import jinja2
 
 from runners.render import environment
-from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, Status, held_for_compile
+from runners.results import (
+    DEFAULT_MIN_SPEEDUP,
+    CandidateResult,
+    DeviceInfo,
+    ModuleReport,
+    RunReport,
+    Status,
+    held_for_compile,
+)
 
 COMMENT_LIMIT = 65_536  # characters in an issue, review or review-comment body
 CHECK_LIMIT = 65_535  # characters and bytes in a check run's output.summary / output.text
@@ -294,7 +302,7 @@ def plan_review(
     head_sha: str,
     *,
     device: DeviceInfo,
-    min_speedup: float = 1.05,
+    min_speedup: float = DEFAULT_MIN_SPEEDUP,
     summary_only: bool = False,
     min_speedup_vs_compile: float | None = None,
 ) -> ReviewPlan:

@@ -38,6 +38,7 @@ from pydantic_core import PydanticCustomError
 
 from runners.generators import AVAILABLE
 from runners.inputs import ConfigError, parse_module_entry
+from runners.results import DEFAULT_MIN_SPEEDUP  # what the server uses unless its settings say otherwise
 from runners.tolerances import TOLERANCES
 
 CONFIG_PATH = ".github/kernelize.yml"
@@ -46,7 +47,6 @@ SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 COMMAND_SOURCE = "/kernelize"
 GENERATORS: tuple[str, ...] = AVAILABLE
 OVERRIDABLE = ("generators", "samples", "dtypes", "min_speedup")
-DEFAULT_MIN_SPEEDUP = 1.05  # what the server uses unless its settings say otherwise
 TOLERANCE_FIELDS = ("atol", "rtol", "l2")
 
 Dtype = Literal["float32", "float16", "bfloat16"]

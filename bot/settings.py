@@ -13,6 +13,8 @@ from typing import Annotated, Any
 from pydantic import SecretStr, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from runners.results import DEFAULT_MIN_SPEEDUP, DEFAULT_SAMPLES, DEFAULT_TIMEOUT_S
+
 ENV_PREFIX = "KERNELIZE_"
 MIN_SECRET_LENGTH = 16
 # Values copied from tutorials and templates; a secret anyone can guess signs anyone's deliveries.
@@ -74,9 +76,9 @@ class Settings(BaseSettings):
     # How the engine runs for pull requests (the repository config may narrow these later).
     # KERNELIZE_GENERATORS=kernelllm,template; unset: each GPU worker's default portfolio (what it can run)
     generators: Annotated[list[str], NoDecode] = []
-    samples: int = 4
-    min_speedup: float = 1.05
-    candidate_timeout_s: float = 300.0
+    samples: int = DEFAULT_SAMPLES
+    min_speedup: float = DEFAULT_MIN_SPEEDUP
+    candidate_timeout_s: float = DEFAULT_TIMEOUT_S
     # Per installation, so one repository cannot take the shared GPUs: excess jobs wait, never vanish.
     max_concurrent_jobs: int = 2
     gpu_minutes_per_day: float = 240.0

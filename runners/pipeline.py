@@ -50,6 +50,9 @@ from runners.judge import (
 )
 from runners.normalize import normalize
 from runners.results import (
+    DEFAULT_MIN_SPEEDUP,
+    DEFAULT_SAMPLES,
+    DEFAULT_TIMEOUT_S,
     Baselines,
     CandidateResult,
     DeviceInfo,
@@ -66,10 +69,10 @@ Progress = Callable[[str], None]
 @dataclass
 class Settings:
     device: str = "cpu"  # "cpu" (Triton interpreter, untimed) or "cuda"
-    timeout_s: float = 300.0  # per candidate
+    timeout_s: float = DEFAULT_TIMEOUT_S  # per candidate
     memory_mb: int = 8192
-    min_speedup: float = 1.05
-    samples: int = 4
+    min_speedup: float = DEFAULT_MIN_SPEEDUP
+    samples: int = DEFAULT_SAMPLES
     compile_baseline: bool = True
     python: str | None = None  # interpreter for sandboxes (default: this one)
     # Suggest (and so verify) each candidate with the original computation kept for non-CUDA inputs,

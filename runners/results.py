@@ -1,18 +1,37 @@
 """The records that cross process and queue boundaries.
 
-Everything here is plain data: JSON-serialisable through ``to_dict`` and back
-through ``from_dict``. ``REPORT_VERSION`` changes whenever a field changes
-meaning or disappears; new optional fields do not bump it.
+Everything here is plain data: JSON-serialisable through :func:`to_dict` and back
+through :func:`from_plain`, which reads strictly (a field it does not know, a
+missing one or a value of another type is a :class:`MessageError` naming it).
+``REPORT_VERSION`` (a report file) changes whenever a field changes meaning or
+disappears; new optional fields do not bump it. The queue's messages
+(``runners/messages.py``) carry these records too, under versions of their own.
+
+The engine's defaults live here, one home each: the GPU request, the engine's
+settings, the command line, the server's settings and the repository config all
+take them from here.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import types
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
+from enum import Enum, StrEnum
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
 
 REPORT_VERSION = 1
+# A candidate counts as faster only at this speedup over eager PyTorch or more (and beyond the noise).
+DEFAULT_MIN_SPEEDUP = 1.05
+DEFAULT_SAMPLES = 4  # candidates asked of each sampling generator
+DEFAULT_TIMEOUT_S = 300.0  # wall time per candidate
+
+T = TypeVar("T")
+
+
+class MessageError(ValueError):
+    """A record or message this side cannot read as it stands: its version, a field missing, one it
+    does not know, or a value of another type. The message is one line that says which and why."""
 
 
 class Status(StrEnum):
@@ -221,7 +240,7 @@ def _x(v: float | None) -> str:
 class RunReport:
     device: DeviceInfo
     modules: list[ModuleReport] = field(default_factory=list)
-    min_speedup: float = 1.05
+    min_speedup: float = DEFAULT_MIN_SPEEDUP
     version: int = REPORT_VERSION
     # A repository's requirement: suggest only what runs at this speedup over torch.compile or more.
     min_speedup_vs_compile: float | None = None
@@ -268,31 +287,103 @@ def to_dict(obj: Any) -> Any:
     return obj
 
 
-def candidate_from_dict(d: dict[str, Any]) -> CandidateResult:
-    d = dict(d)
-    d["status"] = Status(d["status"])
-    d["verdict"] = Verdict(d.get("verdict", Verdict.NOT_MEASURED))
-    d["training_verdict"] = Verdict(d.get("training_verdict", Verdict.NOT_MEASURED))
-    for key in ("timings", "training_timings"):
-        d[key] = {k: Timing(**v) for k, v in d.get(key, {}).items()}
-    return CandidateResult(**d)
+def from_plain(cls: type[T], data: Any, where: str) -> T:
+    """``cls`` (a dataclass above, or a message) rebuilt from :func:`to_dict`'s output, strictly: a
+    field without a default must be there, a field ``cls`` lacks is refused, and every value must be
+    of its declared type (an integer stands for a float; an enum by its value). ``where`` names the
+    record in the :class:`MessageError` (``"the module result"``), followed by the field's path."""
+    return _Reader(where).record(cls, data, "")
+
+
+class _Reader:
+    def __init__(self, where: str) -> None:
+        self.where = where
+
+    def fail(self, path: str, problem: str) -> MessageError:
+        return MessageError(f"{self.where}: {path} {problem}" if path else f"{self.where} {problem}")
+
+    def record(self, cls: type[T], data: Any, path: str) -> T:
+        if not isinstance(data, dict):
+            raise self.fail(path, f"is {kind_of(data)}, not an object")
+        fields = {f.name: f for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+        unknown = sorted(str(k) for k in data if k not in fields)
+        if unknown:
+            fields_ = "a field" if len(unknown) == 1 else "fields"
+            raise self.fail(path, f"has {fields_} this release does not know: {', '.join(unknown)}")
+        hints = _HINTS.get(cls) or _HINTS.setdefault(cls, get_type_hints(cls))
+        values = {}
+        for name, f in fields.items():
+            where = f"{path}.{name}" if path else name
+            if name in data:
+                values[name] = self.value(hints[name], data[name], where)
+            elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                raise self.fail("", f"lacks the required field {where}")
+        return cls(**values)
+
+    def value(self, tp: Any, v: Any, path: str) -> Any:
+        origin, args = get_origin(tp), get_args(tp)
+        if tp is Any:
+            return v
+        if origin in (Union, types.UnionType):
+            if v is None and type(None) in args:
+                return None
+            (inner,) = (a for a in args if a is not type(None))
+            return self.value(inner, v, path)
+        if origin is list:
+            if not isinstance(v, list):
+                raise self.fail(path, f"is {kind_of(v)}, not a list")
+            return [self.value(args[0], x, f"{path}[{i}]") for i, x in enumerate(v)]
+        if origin is dict:
+            if not isinstance(v, dict):
+                raise self.fail(path, f"is {kind_of(v)}, not an object")
+            return {
+                self.value(args[0], k, path): self.value(args[1], x, f"{path}[{k!r}]") for k, x in v.items()
+            }
+        if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+            return self.record(tp, v, path)
+        if isinstance(tp, type) and issubclass(tp, Enum):
+            try:
+                return tp(v)
+            except ValueError:
+                allowed = ", ".join(str(e.value) for e in tp)
+                raise self.fail(path, f"is {v!r}, not one of {allowed}") from None
+        if tp is float and isinstance(v, int | float) and not isinstance(v, bool):
+            return float(v)
+        if tp in (str, int, bool) and isinstance(v, tp) and (tp is bool or not isinstance(v, bool)):
+            return v
+        if tp in (str, int, bool, float):
+            raise self.fail(path, f"is {kind_of(v)}, not {_KINDS[tp]}")
+        raise TypeError(f"no reader for {tp!r}")  # a record declared with a type this module cannot read
+
+
+_KINDS: dict[Any, str] = {
+    bool: "true or false",
+    str: "a string",
+    int: "an integer",
+    float: "a number",
+    list: "a list",
+    dict: "an object",
+    type(None): "null",
+}
+
+
+_HINTS: dict[Any, dict[str, Any]] = {}  # each record's field types, resolved once
+
+
+def kind_of(v: Any) -> str:
+    """A JSON value's kind, as a reason names it (``a string``, ``null``)."""
+    return _KINDS.get(type(v), type(v).__name__)
 
 
 def module_from_dict(d: dict[str, Any]) -> ModuleReport:
-    d = dict(d)
-    d["inputs"] = [TensorInfo(**t) for t in d.get("inputs", [])]
-    d["baselines"] = Baselines(**d.get("baselines", {}))
-    d["candidates"] = [candidate_from_dict(c) for c in d.get("candidates", [])]
-    return ModuleReport(**d)
+    return from_plain(ModuleReport, d, "a module report")
 
 
 def report_from_dict(d: dict[str, Any]) -> RunReport:
-    if d.get("version") != REPORT_VERSION:
-        raise ValueError(f"report version {d.get('version')!r} is not {REPORT_VERSION}")
-    return RunReport(
-        device=DeviceInfo(**d["device"]),
-        modules=[module_from_dict(m) for m in d["modules"]],
-        min_speedup=d.get("min_speedup", 1.05),
-        version=d["version"],
-        min_speedup_vs_compile=d.get("min_speedup_vs_compile"),
-    )
+    """A report file's run. The file may carry more beside it (``bench/kernel_quality.py`` adds its
+    ``quality``), so its top level is read for the run's fields only; what they hold, strictly."""
+    if not isinstance(d, dict) or d.get("version") != REPORT_VERSION:
+        version = d.get("version") if isinstance(d, dict) else None
+        raise MessageError(f"report version {version!r} is not {REPORT_VERSION}")
+    run = {f.name: d[f.name] for f in dataclasses.fields(RunReport) if f.name in d}
+    return from_plain(RunReport, run, "the report")
