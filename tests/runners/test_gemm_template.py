@@ -1,4 +1,4 @@
-"""Matrix products in the template generator (runners/generators/gemm.py).
+"""Matrix products in the template generator (runners/generators/template/products.py).
 
 The lowering is checked on traces of small modules written here (the code compiles, how many kernels
 there are and what each fuses, masked edges at odd sizes, clear refusals), then end to end: ``kernelize
@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 
 from runners import trace, verify
-from runners.generators import gemm
 from runners.generators.base import Problem
-from runners.generators.template import TemplateGenerator, Unsupported
+from runners.generators.template import TemplateGenerator, Unsupported, products
 from runners.judge import COMPILE_KERNELS, TRAINING_ORIGINAL
 from runners.pipeline import problems_for
 
@@ -172,12 +171,12 @@ def _kernels(source: str) -> list[str]:
 
 def test_a_trace_with_a_linear_goes_to_the_gemm_lowering(tmp_path):
     _, graph = _problem(tmp_path, "LinearGELU")
-    assert gemm.has_matmul(graph)
+    assert products.has_matmul(graph)
 
 
 def test_linear_with_its_bias_and_activation_is_one_kernel(tmp_path):
     problem, graph = _problem(tmp_path, "LinearGELU")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert verify.screen_source(source) is None
     assert names == ["_fc_gelu_kernel"] == _kernels(source)
     # The weight is read in its [N, K] layout through its strides: no transposed copy.
@@ -213,7 +212,7 @@ def test_linear_with_its_bias_and_activation_is_one_kernel(tmp_path):
 
 def test_gated_mlp_is_three_kernels_with_the_product_fused(tmp_path):
     problem, graph = _problem(tmp_path, "GatedMLP")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert verify.screen_source(source) is None
     assert names == ["_gate_proj_silu_kernel", "_up_proj_mul_kernel", "_down_proj_kernel"]
     # silu(gate(x)) is stored by the gate kernel and multiplied in the up kernel's epilogue.
@@ -230,12 +229,12 @@ def test_gated_mlp_is_three_kernels_with_the_product_fused(tmp_path):
 
 def test_residual_dropout_and_functional_spellings(tmp_path):
     problem, graph = _problem(tmp_path, "FFN")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert names == ["_net_0_gelu_tanh_kernel", "_net_3_add_kernel"]
     assert '        if self.training and self.get_submodule("net.2").p > 0:' in source
     assert "x = tl.load(x_ptr + offsets, mask=mask, other=0.0).to(tl.float32)" in source  # residual
     problem, graph = _problem(tmp_path, "FunctionalMatmul")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert names == ["_linear_relu_kernel", "_matmul_mul_kernel"]
     # x @ W reads W [K, N] as it lies; F.linear's weight [N, K] likewise (stride_wk, then stride_wn).
     matmul, linear = (
@@ -248,7 +247,7 @@ def test_residual_dropout_and_functional_spellings(tmp_path):
 
 def test_a_product_taken_apart_in_two_halves_is_one_kernel_with_two_accumulators(tmp_path):
     problem, graph = _problem(tmp_path, "FusedGateUp")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert names == ["_gate_up_proj_silu_mul_kernel", "_down_proj_kernel"]
     assert "    w2_ptrs = w_ptrs + N * stride_wn" in source
     assert '        acc2 = tl.dot(a, w2, acc2, input_precision="ieee")' in source
@@ -262,7 +261,7 @@ def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):
     # A LayerNorm after a product needs the whole row, which a tile splits: the product stores its
     # output and a row kernel (the template's) normalizes it, its epilogue fused in front.
     problem, graph = _problem(tmp_path, "NormBetween")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert verify.screen_source(source) is None
     assert names == ["_dense_gelu_kernel", "_layer_norm_fwd_kernel", "_out_kernel"] == _kernels(source)
     forward = source[source.index("    def forward(self, x):") :]
@@ -276,7 +275,7 @@ def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):
     assert "def _layer_norm_fwd_launch_config(n_rows, n_cols, on_cuda):" in source
     # Work before the first product: an elementwise kernel, then the product reads its output.
     problem, graph = _problem(tmp_path, "ScaleFirst")
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert names == ["_mul_kernel", "_fc_kernel"]
     assert "def _mul_launch_config(n_elements, on_cuda):" in source
 
@@ -288,7 +287,7 @@ def test_what_a_kernel_cannot_hold_is_declined_by_name(tmp_path):
         r"\(operator\.matmul, node 'matmul'\)$"
     )
     with pytest.raises(Unsupported, match=message):
-        gemm.render_module(problem, graph)
+        products.render_module(problem, graph)
 
 
 # The generated modules run in a fresh Python with TRITON_INTERPRET=1 (the interpreter only takes over
@@ -337,7 +336,7 @@ print(json.dumps(errors))
 )
 def test_generated_module_matches_the_original_at_odd_sizes(tmp_path, name):
     problem, graph = _problem(tmp_path, name)
-    source, _ = gemm.render_module(problem, graph)
+    source, _ = products.render_module(problem, graph)
     path = tmp_path / "generated.py"
     path.write_text(source, encoding="utf-8")
     init = json.dumps(SIZES[name][0])
@@ -481,7 +480,7 @@ def test_transformers_conv1d_is_a_product_with_its_weight_read_as_it_lies(tmp_pa
     assert graph["ok"], graph
     c_fc = next(n for n in graph["nodes"] if n["name"] == "c_fc")
     assert c_fc["module"] == "transformers.pytorch_utils.Conv1D" and c_fc["config"] == {"nf": 40}
-    source, names = gemm.render_module(problem, graph)
+    source, names = products.render_module(problem, graph)
     assert names == ["_c_fc_gelu_tanh_kernel", "_c_proj_kernel"]
     # The [K, N] weight through its strides as it lies (stride_wk, then stride_wn), its bias always.
     assert "stride(1), weight.stride(0), weight.stride(1), HAS_BIAS" in " ".join(source.split())

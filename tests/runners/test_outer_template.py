@@ -1,4 +1,4 @@
-"""Tables built from positions in the template generator (runners/generators/outer.py): RoPE.
+"""Tables built from positions in the template generator (runners/generators/template/tables.py): RoPE.
 
 The lowering is checked on traces of small modules written here (one kernel storing both tables,
 inputs read where they broadcast, clear refusals), the generated module against the original at other
@@ -20,9 +20,8 @@ from typing import Any
 import pytest
 
 from runners import trace, verify
-from runners.generators import outer
 from runners.generators.base import GeneratorDeclined, Problem
-from runners.generators.template import TemplateGenerator, Unsupported
+from runners.generators.template import TemplateGenerator, Unsupported, tables
 from runners.judge import COMPILE_KERNELS
 from runners.pipeline import problems_for
 
@@ -120,8 +119,8 @@ def _problem(tmp_path: Path, name: str) -> tuple[Problem, dict[str, Any]]:
 
 def test_rotary_tables_are_one_kernel_storing_both(tmp_path):
     problem, graph = _problem(tmp_path, "RotaryEmbedding")
-    assert outer.applies(graph)
-    source, name = outer.render_module(problem, graph)
+    assert tables.applies(graph)
+    source, name = tables.render_module(problem, graph)
     assert verify.screen_source(source) is None
     assert name == "_cos_sin_kernel"
     # Positions once per row, inv_freq per column of a half; cat of one value twice reads no more.
@@ -141,7 +140,7 @@ def test_rotary_tables_are_one_kernel_storing_both(tmp_path):
 
 def test_two_different_halves_are_a_select_on_the_column(tmp_path):
     problem, graph = _problem(tmp_path, "Interleaved")
-    source, name = outer.render_module(problem, graph)
+    source, name = tables.render_module(problem, graph)
     assert name == "_sin_cos_kernel"
     assert "tl.where(cols < half, sin, cos)" in source
 
@@ -151,7 +150,7 @@ def test_what_a_table_cannot_hold_is_declined_by_name(tmp_path):
     problem, graph = _problem(tmp_path, "ThreeWay")
     message = r"^unsupported broadcast: inv_freq has shape \[4\], .* \(operator\.mul, node 'mul'\)$"
     with pytest.raises(Unsupported, match=message):
-        outer.render_module(problem, graph)
+        tables.render_module(problem, graph)
     with pytest.raises(GeneratorDeclined, match="template: unsupported broadcast: inv_freq"):
         TemplateGenerator().generate(problem, 1)
 
@@ -192,7 +191,7 @@ print(json.dumps(errors))
 @pytest.mark.parametrize("name", ["RotaryEmbedding", "Interleaved"])
 def test_generated_module_matches_the_original(tmp_path, name):
     problem, graph = _problem(tmp_path, name)
-    source, _ = outer.render_module(problem, graph)
+    source, _ = tables.render_module(problem, graph)
     path = tmp_path / "generated.py"
     path.write_text(source, encoding="utf-8")
     args = [sys.executable, "-c", _RUN, str(path), problem.file, name]

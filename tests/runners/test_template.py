@@ -28,9 +28,10 @@ from runners import trace, verify
 from runners.discover import find_modules
 from runners.generators import AVAILABLE, make_generator
 from runners.generators.base import Problem
-from runners.generators.template import TemplateGenerator, Unsupported, class_parts, render_module
+from runners.generators.template import TemplateGenerator, Unsupported, render_module
 from runners.judge import COMPILE_KERNELS, TRAINING_ORIGINAL, TRAINING_TRITON, TRAINING_UNCHECKED
 from runners.pipeline import problems_for
+from runners.source import class_parts
 
 # The module fixture below runs the CLI over every class before the first test: more than
 # pytest's default limit on a loaded two-core machine.
@@ -71,7 +72,7 @@ SUPPORTED = {
 # Supported classes whose kernel gets no backward (a boolean output has no gradient): training keeps
 # the original path. Every other one gets a fused Triton backward.
 NO_BACKWARD = {"LtMask"}
-# Matrix products (runners/generators/gemm.py): one GEMM kernel per product with what follows it
+# Matrix products (runners/generators/template/products.py): one GEMM kernel per product with what follows it
 # fused; forward only, so training keeps the original path (tests/runners/test_gemm_template.py).
 MATRIX = {"Linear", "MatMul"}
 

@@ -1,7 +1,7 @@
 """Reverse-mode differentiation of a template kernel's straight-line body, as Triton statements.
 
 The template generator's kernels compute one value per statement, from loads, earlier statements,
-scalar arguments and literals, with the Triton expressions of ``runners/generators/template.py``
+scalar arguments and literals, with the Triton expressions of ``ops.py``
 (arithmetic, ``tl.exp``, ``tl.where``, ``tl.maximum``, ...), and row reductions (``tl.sum``,
 ``tl.max``, ``tl.min`` over the lanes of a row, with a template such as ``{r} / n_cols`` around
 the reduced value). :func:`adjoints` walks those statements backwards and writes, for each one the

@@ -1,7 +1,7 @@
 """Matrix products for the ``template`` generator: a module becomes several Triton kernels in sequence.
 
-``runners/generators/template.py`` writes one fused kernel per module; a traced graph that contains
-a matrix product comes here instead. A matrix product is
+The template writes one fused kernel per module (``lowering.py``, ``emit.py``); a traced graph that
+contains a matrix product comes here instead. A matrix product is
 
 - an ``nn.Linear`` call (``self.fc(x)``, with or without its bias: whether the instance has one is
   read at call time),
@@ -28,7 +28,7 @@ needs values of two kernels, the earlier kernel stores its value and the later o
 value is stored (materialized) only when something outside its kernel needs it: the input of another
 product, an operand of a later kernel's epilogue, or the module's output.
 
-Work a tile cannot hold gets a kernel of its own, the template's (``runners/generators/template.py``),
+Work a tile cannot hold gets a kernel of its own, the template's (``lowering.py``, ``emit.py``),
 over tensors in memory: a reduction over a product's rows (BERT's LayerNorm after its dense layer:
 the product stores its output, a row kernel normalizes it and fuses what follows), and pointwise
 work before the first product (an elementwise kernel whose output the product reads). Any other op
@@ -55,33 +55,21 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from runners import pyast
-from runners.generators import template
 from runners.generators.base import Candidate, GeneratorDeclined, Problem
-from runners.generators.template import (
-    _CUSTOM_OP,
-    _HEADER,
-    _RESULT_DTYPE,
-    _SPELLINGS,
-    _TANH,
-    COL,
-    DTYPE,
-    FULL,
-    HALVES,
-    SHAPE,
-    SIZE,
+from runners.generators.template import emit
+from runners.generators.template.emit import CUSTOM_OP, HEADER, RESULT_DTYPE, TANH, fresh_local, wrap
+from runners.generators.template.ir import (
     Kernel,
     Load,
     Reduce,
-    Unsupported,
     Value,
-    _Builder,
-    _dtype_expr,
-    _fresh_local,
-    _node_refs,
-    _on_self,
-    _wrap,
+    dtype_expr,
+    node_refs,
+    on_self,
     read_guards,
 )
+from runners.generators.template.lowering import Builder
+from runners.generators.template.ops import COL, DTYPE, FULL, HALVES, SHAPE, SIZE, SPELLINGS, Unsupported
 from runners.source import NotStandalone, class_parts
 
 # Spellings of a matrix product with a weight of the module.
@@ -161,7 +149,7 @@ class Stage:
     name: str = ""  # the kernel's name
 
 
-class _GemmBuilder(_Builder):
+class _GemmBuilder(Builder):
     """Walks the graph once, in order, opening a GEMM kernel at each matrix product and fusing the
     pointwise ops that follow into the epilogue of the latest kernel they read from."""
 
@@ -209,7 +197,7 @@ class _GemmBuilder(_Builder):
         self.tensors[node["name"]] = Tensor(name, list(node["shape"]), (f"{name}.dtype",))
 
     def _attr_tensor(self, node: dict[str, Any]) -> None:
-        expr = _on_self(node["target"])
+        expr = on_self(node["target"])
         if node.get("kind", "constant") == "constant" or "shape" not in node:
             raise Unsupported(f"{expr} is a tensor created in forward")
         self._check_dtype(node, expr)
@@ -247,7 +235,7 @@ class _GemmBuilder(_Builder):
         if value.kind != FULL or value.is_bool:
             raise self.fail(f"unsupported store of a {'boolean' if value.is_bool else value.kind} value")
         stage.output = name
-        stage.local = _fresh_local(name, self.forward_names)
+        stage.local = fresh_local(name, self.forward_names)
         del self.stage_of[name]
         for other in stage.values - {name}:  # the kernel is closed: the rest of its values are gone
             self.stage_of.pop(other, None)
@@ -263,7 +251,7 @@ class _GemmBuilder(_Builder):
             if kwargs or len(args) != 1:
                 raise self.fail(f"unsupported call of {target}")
             source, layout = args[0], "nk" if target == _LINEAR_MODULE else "kn"
-            weight, bias = _on_self(f"{node['target']}.weight"), _on_self(f"{node['target']}.bias")
+            weight, bias = on_self(f"{node['target']}.weight"), on_self(f"{node['target']}.bias")
         elif target == _LINEAR_FUNCTION:
             bound = dict(zip(("input", "weight", "bias"), args, strict=False))
             bound.update(kwargs)
@@ -320,11 +308,11 @@ class _GemmBuilder(_Builder):
     def _pointwise(self, node: dict[str, Any]) -> None:
         name = node["name"]
         display = node.get("module") if node["op"] == "call_module" else node.get("target")
-        refs = _node_refs([node.get("args", []), node.get("kwargs", {})])
+        refs = node_refs([node.get("args", []), node.get("kwargs", {})])
         for r in refs:
             self.check_gone(r)
         pending = sorted({self.stage_of[r] for r in refs if r in self.stage_of})
-        op = _SPELLINGS.get(str(display), ("",))[0]
+        op = SPELLINGS.get(str(display), ("",))[0]
         if op in ("getattr", "size") and refs and refs[0] in self.tensors:
             self.values[name] = self._tensor_attribute(node, self.tensors[refs[0]], op)
             return
@@ -335,7 +323,7 @@ class _GemmBuilder(_Builder):
             return
         if not pending and op in ("getattr", "size", "floordiv"):  # a number or a dtype read from one
             self.kernel = Kernel([], "")
-            self.values[name] = self._call(node, node.get("target", node["op"]))
+            self.values[name] = self.call(node, node.get("target", node["op"]))
             return
         if not pending or (op in _ROW_OPS and not self.stages[pending[-1]].fused):
             # Nothing computed in a kernel yet (work before a product), or a reduction over a
@@ -351,7 +339,7 @@ class _GemmBuilder(_Builder):
                 self.store(r)
         stage = self.stages[index]
         self.kernel, self.current = stage.kernel, stage
-        value = self._call(node, node.get("target", node["op"]))
+        value = self.call(node, node.get("target", node["op"]))
         if not stage.fused and any(isinstance(s, Reduce) for s in stage.kernel.body):
             raise Unsupported(
                 f"unsupported {display} after a matrix product (node {name!r}): a reduction over "
@@ -409,7 +397,7 @@ class _GemmBuilder(_Builder):
         self.values[name] = Value("acc", FULL, self.values[name].dtype, shape=half)
         return Value(node["name"], HALVES)
 
-    def _half(self, index: int) -> Value:
+    def half(self, index: int) -> Value:
         """Half ``index`` of a product split in two: its accumulator."""
         stage = self.current
         if stage is None or not stage.halves or stage.kernel is not self.kernel:
@@ -580,7 +568,7 @@ def _halves_body(body: list[str]) -> list[str]:
 
 def _kernel_name(stage: Stage, taken: list[str]) -> str:
     if stage.fused:
-        name = template.kernel_name(stage.kernel)
+        name = emit.kernel_name(stage.kernel)
     else:
         tags = [t for t in stage.kernel.tags if t != "identity"][:3]
         name = "_" + "_".join([stage.node, *tags]) + "_kernel"
@@ -594,9 +582,9 @@ def _fused_op(stage: Stage) -> _StageOp:
     """A kernel of the template (elementwise, or one program per row) over tensors in memory: the
     kernel, its launch settings (``_launch_config`` is the products'), and its op."""
     launcher = f"{stage.name.removesuffix('_kernel')}_launch_config"
-    op = template._forward_op(stage.kernel, stage.name, launcher)
-    kernel = template.render_kernel(stage.kernel, stage.name)
-    launch = template.render_launch(stage.kernel, stage.name, launcher)
+    op = emit.forward_op(stage.kernel, stage.name, launcher)
+    kernel = emit.render_kernel(stage.kernel, stage.name)
+    launch = emit.render_launch(stage.kernel, stage.name, launcher)
     args = [*op.tensors, *(expr for _, expr in stage.kernel.scalars)]
     return _StageOp("\n\n".join([kernel, launch, op.source]), op.name, args)
 
@@ -627,7 +615,7 @@ def render_kernel(stage: Stage) -> str:
         "BLOCK_K: tl.constexpr",
         "GROUP_M: tl.constexpr",
     ]
-    lines = ["@triton.jit", *_wrap(f"def {stage.name}", params, tail=":")]
+    lines = ["@triton.jit", *wrap(f"def {stage.name}", params, tail=":")]
     body = _GEMM_BODY.splitlines()
     if stage.halves:
         body = _halves_body(body)
@@ -667,21 +655,21 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
     its epilogue reads and its numbers."""
     kernel = stage.kernel
     taken: set[str] = set()
-    a = _fresh_local(_arg_name(stage.a), taken)
-    weight, bias = _fresh_local("weight", taken), _fresh_local("bias", taken)
+    a = fresh_local(_arg_name(stage.a), taken)
+    weight, bias = fresh_local("weight", taken), fresh_local("bias", taken)
     tensors: dict[str, str] = {stage.a: a}  # forward expression -> op argument
     for load in kernel.loads:
         if load.source not in tensors:
-            tensors[load.source] = _fresh_local(_arg_name(load.source), taken)
-    numbers = {arg: _fresh_local(arg, taken) for arg, _ in kernel.scalars}
-    local = {n: _fresh_local(n, taken) for n in _OP_LOCALS}
-    a_2d = _fresh_local(f"{a}_2d", taken)
+            tensors[load.source] = fresh_local(_arg_name(load.source), taken)
+    numbers = {arg: fresh_local(arg, taken) for arg, _ in kernel.scalars}
+    local = {n: fresh_local(n, taken) for n in _OP_LOCALS}
+    a_2d = fresh_local(f"{a}_2d", taken)
     m, n, k, out = local["M"], local["N"], local["K"], local["out"]
     dtypes = {f"{source}.dtype": f"{arg}.dtype" for source, arg in tensors.items()}
     for atom in out_value.dtype:
         if atom not in dtypes and not atom.startswith("torch."):
             raise Unsupported(f"the output's dtype comes from {atom}")
-    dtype = _dtype_expr(tuple(dtypes.get(x, x) for x in out_value.dtype))
+    dtype = dtype_expr(tuple(dtypes.get(x, x) for x in out_value.dtype))
     n_of = f"{weight}.shape[0]" if stage.layout == "nk" else f"{weight}.shape[1]"
     if stage.halves:
         n_of += " // 2"
@@ -700,10 +688,10 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
         if source != stage.a:
             prep.append(f"    {arg} = {arg}.contiguous()")
             epilogue.append(arg)
-    prep += _wrap(f"{out} = torch.empty", [f"({m}, {n})", f"dtype={dtype}", f"device={a}.device"], "    ")
+    prep += wrap(f"{out} = torch.empty", [f"({m}, {n})", f"dtype={dtype}", f"device={a}.device"], "    ")
     kernel_, grid, config = local["kernel"], local["grid"], local["config"]
     chosen = [stage.name, f"{stage.name}_autotuned", m, n, k, f"{a}.is_cuda"]
-    launch = _wrap(f"{kernel_}, {grid}, {config} = _launch_config", chosen, "    ")
+    launch = wrap(f"{kernel_}, {grid}, {config} = _launch_config", chosen, "    ")
     call = [
         a_2d,
         weight,
@@ -720,17 +708,17 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
         f"HAS_BIAS={bias} is not None",
         f"**{config}",
     ]
-    launch += _wrap(f"{kernel_}[{grid}]", call, "    ")
+    launch += wrap(f"{kernel_}[{grid}]", call, "    ")
     result = f"{out}.reshape(*{a}.shape[:-1], {n})"
     params = [f"{a}: torch.Tensor", f"{weight}: torch.Tensor", f"{bias}: torch.Tensor | None"]
     params += [f"{arg}: torch.Tensor" for arg in epilogue]
     params += [f"{arg}: torch.types.Number" for arg in numbers.values()]
     name = stage.name.removesuffix("_kernel")
-    op = ["@_custom_op", *_wrap(f"def {name}", params, tail=" -> torch.Tensor:"), *prep, *launch]
+    op = ["@_custom_op", *wrap(f"def {name}", params, tail=" -> torch.Tensor:"), *prep, *launch]
     op.append(f"    return {result}")
     doc = '    """What it returns, for torch.compile\'s tracing: shapes, dtypes and devices, no launch."""'
     fake_args = [a, weight, bias, *epilogue, *numbers.values()]
-    fake = [f"@{name}.register_fake", *_wrap(f"def {name}_fake", fake_args, tail=":"), doc, *prep]
+    fake = [f"@{name}.register_fake", *wrap(f"def {name}_fake", fake_args, tail=":"), doc, *prep]
     fake.append(f"    return {result}")
     source = "\n".join(op) + "\n\n\n" + "\n".join(fake) + "\n"
     args = [stage.a, stage.weight, stage.bias, *(s for s in tensors if s != stage.a)]
@@ -747,7 +735,7 @@ def forward_args(exprs: list[str], taken: set[str]) -> tuple[list[str], list[str
         if all(part.isidentifier() for part in expr.split(".")):
             passed.append(expr)
         else:
-            named = _fresh_local(_arg_name(expr), taken)
+            named = fresh_local(_arg_name(expr), taken)
             lines.append(f"    {named} = {expr}")
             passed.append(named)
     return lines, passed
@@ -797,13 +785,13 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
         named, args = forward_args(op.args, taken)
         forward += named
         if stage is stages[-1] and stage.local == builder.returned:
-            forward += _wrap(f"return {op.name}", args, "    ")
+            forward += wrap(f"return {op.name}", args, "    ")
             returned = True
         else:
-            forward += _wrap(f"{stage.local} = {op.name}", args, "    ")
+            forward += wrap(f"{stage.local} = {op.name}", args, "    ")
     if not returned:
         forward.append(f"    return {builder.returned}")
-    context = [c for c in parts.context if c not in _HEADER]
+    context = [c for c in parts.context if c not in HEADER]
     count = "one Triton kernel" if len(names) == 1 else f"{len(names)} Triton kernels in sequence"
     rows = any(stage.fused for stage in stages)
     text = (
@@ -814,13 +802,13 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[st
         "as it is. No backward: under autograd the original computation runs."
     )
     doc = '"""' + "\n".join(textwrap.wrap(text, 104)) + '"""'
-    blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
+    blocks = [doc + "\n\n" + "\n".join([*HEADER, *context]) + "\n"]
     code = "\n".join(op.source for op in ops)
     if "_result_dtype(" in code:
-        blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
+        blocks.append(RESULT_DTYPE.strip("\n") + "\n")
     if any(stage.kernel.uses_tanh for stage in stages):
-        blocks.append(_TANH.strip("\n") + "\n")
-    blocks.append(_CUSTOM_OP.strip("\n") + "\n")
+        blocks.append(TANH.strip("\n") + "\n")
+    blocks.append(CUSTOM_OP.strip("\n") + "\n")
     blocks.append(_GEMM_LAUNCH.strip("\n") + "\n")
     for stage, op in zip(stages, ops, strict=True):
         if not stage.fused:

@@ -7,7 +7,7 @@ function of its input's values: it builds tables from token positions and its in
     emb = torch.cat((freqs, freqs), dim=-1)                       # [B, S, D]
     return emb.cos() * self.attention_scaling, emb.sin() * self.attention_scaling   # in x's dtype
 
-Its outputs have a shape no input has, so ``runners/generators/template.py`` (whose kernel runs over
+Its outputs have a shape no input has, so the template's own kernel (``lowering.py``: one over
 its largest input) declines it; a traced graph whose outputs are larger than every input whose
 values it reads comes here instead. The kernel runs once over the outputs' shape ``S = [..., N]``,
 one element per lane, and each input is read where it broadcasts:
@@ -34,34 +34,21 @@ from typing import Any
 
 from runners import pyast
 from runners.generators.base import Candidate, GeneratorDeclined, Problem
-from runners.generators.gemm import forward_args
-from runners.generators.template import (
-    _CUSTOM_OP,
-    _HEADER,
-    _POINTWISE_LAUNCH,
-    _RESULT_DTYPE,
-    _TANH,
-    COL,
-    DTYPE,
-    FULL,
-    OTHER,
-    ROW,
-    ROW_FLAT,
-    SCALAR,
-    Kernel,
-    Load,
-    Unsupported,
-    Value,
-    _Builder,
-    _dtype_expr,
-    _fresh_local,
-    _guard_lines,
-    _node_refs,
-    _op_source,
-    _promote,
-    _wrap,
-    read_guards,
+from runners.generators.template.emit import (
+    CUSTOM_OP,
+    HEADER,
+    POINTWISE_LAUNCH,
+    RESULT_DTYPE,
+    TANH,
+    fresh_local,
+    guard_lines,
+    op_source,
+    wrap,
 )
+from runners.generators.template.ir import Kernel, Load, Value, dtype_expr, node_refs, promote, read_guards
+from runners.generators.template.lowering import Builder
+from runners.generators.template.ops import COL, DTYPE, FULL, OTHER, ROW, ROW_FLAT, SCALAR, Unsupported
+from runners.generators.template.products import forward_args
 from runners.source import NotStandalone, class_parts
 
 HALF = "half"  # shape S[:-1] + [N / 2]: computed at every column from the first half's
@@ -79,7 +66,7 @@ def _data_refs(nodes: list[dict[str, Any]]) -> set[str]:
         args = node.get("args", [])
         if node.get("target") == "getattr" and len(args) > 1 and args[1] in ("dtype", "device"):
             continue
-        read.update(_node_refs([args, node.get("kwargs", {})]))
+        read.update(node_refs([args, node.get("kwargs", {})]))
     return read
 
 
@@ -108,7 +95,7 @@ def applies(trace: dict[str, Any]) -> bool:
     return bool(inputs) and all(math.prod(n.get("shape") or [size]) < size for n in inputs)
 
 
-class _OuterBuilder(_Builder):
+class _OuterBuilder(Builder):
     """The template's walk over a kernel shaped like the outputs, its inputs read where they broadcast."""
 
     def __init__(self, trace: dict[str, Any]) -> None:
@@ -124,7 +111,7 @@ class _OuterBuilder(_Builder):
         self.handlers["cat"] = self._cat
         self.devices: set[str] = set()
 
-    def _call(self, node: dict[str, Any], target: str) -> Value:
+    def call(self, node: dict[str, Any], target: str) -> Value:
         if target == "torch.cat":
             self.label = f"torch.cat, node {node['name']!r}"
             args, kwargs = list(node.get("args", [])), dict(node.get("kwargs", {}))
@@ -141,9 +128,9 @@ class _OuterBuilder(_Builder):
             node = {**node, "args": args, "kwargs": kwargs}
             if len(args) == 1 and "dtype" not in kwargs:
                 return self.operand(args[0])
-        return super()._call(node, target)
+        return super().call(node, target)
 
-    def _tensor_source(self, var: str, meta: dict[str, Any], source: str, role: str) -> Value:
+    def tensor_source(self, var: str, meta: dict[str, Any], source: str, role: str) -> Value:
         shape, dtype = list(meta.get("shape", [])), meta.get("dtype", "")
         if dtype not in ("float32", "float16", "bfloat16", *_INT_DTYPES):
             raise Unsupported(f"{role} {source} is a {dtype or 'non-tensor'} value")
@@ -168,19 +155,19 @@ class _OuterBuilder(_Builder):
         self.kernel.loads.append(Load(name, kind, source, False, placeholder))
         return Value(name, kind, (f"{source}.dtype",), shape=shape, source=source)
 
-    def _getitem(self, op: str, bound: dict[str, Any]) -> Value:
+    def getitem(self, op: str, bound: dict[str, Any]) -> Value:
         source, index = bound["input"], bound.get("index")
         value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
         if value is not None and value.kind == ROW_FLAT and index == [{"ellipsis": True}, None]:
             return self.check_shape(Value(value.name, ROW, value.dtype, shape=[*(value.shape or []), 1]))
-        return super()._getitem(op, bound)
+        return super().getitem(op, bound)
 
-    def _getattr(self, op: str, bound: dict[str, Any]) -> Value:
+    def getattr(self, op: str, bound: dict[str, Any]) -> Value:
         source, attr = bound["input"], bound.get("name")
         value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
         if value is not None and value.kind == OTHER and attr == "dtype" and value.source:
             return Value(value.name, DTYPE, (f"{value.source}.dtype",))  # x's dtype, not its values
-        return super()._getattr(op, bound)
+        return super().getattr(op, bound)
 
     def broadcast(self, operands: list[Value]) -> str:
         kinds = {v.kind for v in operands if v.kind != SCALAR}
@@ -227,11 +214,11 @@ class _OuterBuilder(_Builder):
             value = Value(a.name, kind, a.dtype)
         else:
             name = self.assign(self.node["name"], f"tl.where(cols < half, {a.name}, {b.name})")
-            value = Value(name, kind, _promote([a, b]))
+            value = Value(name, kind, promote([a, b]))
         self.tag("cat")
         return self.check_shape(value)
 
-    def _output(self, node: dict[str, Any]) -> None:
+    def output(self, node: dict[str, Any]) -> None:
         for name in self.outputs:
             value = self.values[name]
             if value.kind != FULL or value.is_bool:
@@ -258,7 +245,7 @@ def render_kernel(kernel: Kernel, results: list[Value], name: str) -> str:
     outs = [f"out{i}_ptr" for i in range(len(results))]
     scalars = [a for a, _ in kernel.scalars]
     params = [*pointers, *outs, "n_elements", "n_cols", *scalars, "N_BUCKET", "BLOCK_SIZE: tl.constexpr"]
-    lines = ["@triton.jit", *_wrap(f"def {name}", params, tail=":")]
+    lines = ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
     body = [
         "pid = tl.program_id(0).to(tl.int64)",
         "offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
@@ -310,26 +297,26 @@ def render_op(kernel: Kernel, results: list[Value], name: str) -> tuple[str, str
     arg: dict[str, str] = {}
     for load in kernel.loads:
         if load.source not in arg:
-            arg[load.source] = _fresh_local(load.placeholder or load.var, taken)
+            arg[load.source] = fresh_local(load.placeholder or load.var, taken)
     for value in results:  # x in cos.to(x.dtype): taken for its dtype
         for atom in value.dtype:
             source = atom.removesuffix(".dtype")
             if atom.endswith(".dtype") and source not in arg:
-                arg[source] = _fresh_local(source.removeprefix("self.").replace(".", "_"), taken)
-    numbers = {a: _fresh_local(a, taken) for a, _ in kernel.scalars}
+                arg[source] = fresh_local(source.removeprefix("self.").replace(".", "_"), taken)
+    numbers = {a: fresh_local(a, taken) for a, _ in kernel.scalars}
     shape, width, device = _shape_expr(kernel, arg)
-    outs = [_fresh_local("out" if i == 0 else f"out{i}", taken) for i in range(len(results))]
+    outs = [fresh_local("out" if i == 0 else f"out{i}", taken) for i in range(len(results))]
     prep = [f"    n_cols = {width}", f"    shape = {shape}"]
     for out, value in zip(outs, results, strict=True):
         atoms = (f"{arg[a[:-6]]}.dtype" if a.endswith(".dtype") and a[:-6] in arg else a for a in value.dtype)
-        dtype = _dtype_expr(tuple(atoms))
+        dtype = dtype_expr(tuple(atoms))
         prep.append(f"    {out} = torch.empty(shape, dtype={dtype}, device={device}.device)")
     loaded = list(dict.fromkeys(arg[load.source] for load in kernel.loads))
     prep += [f"    {t} = {t}.contiguous()" for t in loaded]
     launch = [
         f"    n_elements = {outs[0]}.numel()",
         f"    kernel, grid, config = _launch_config(n_elements, {device}.is_cuda)",
-        *_wrap(
+        *wrap(
             "kernel[grid]", [*loaded, *outs, "n_elements", "n_cols", *numbers.values(), "**config"], " " * 4
         ),
     ]
@@ -339,7 +326,7 @@ def render_op(kernel: Kernel, results: list[Value], name: str) -> tuple[str, str
     params += [(a, "torch.types.Number") for a in numbers.values()]
     op_name = name.removesuffix("_kernel")
     body = [*prep, *launch, f"    return {returned}"]
-    source = _op_source(op_name, params, returns, body, [*prep[: 2 + len(outs)], f"    return {returned}"])
+    source = op_source(op_name, params, returns, body, [*prep[: 2 + len(outs)], f"    return {returned}"])
     return source, op_name, [*arg, *(expr for _, expr in kernel.scalars)]
 
 
@@ -353,27 +340,27 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
     builder.build()
     kernel, results = builder.kernel, builder.results
     name = _kernel_name(kernel)
-    launch = _POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name) + "\n"
+    launch = POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name) + "\n"
     op, op_name, args = render_op(kernel, results, name)
     signature_args = {
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
     }
     taken = {"self", *signature_args}
-    forward = [f"def forward({parts.signature}){parts.returns}:", *_guard_lines(kernel)]
+    forward = [f"def forward({parts.signature}){parts.returns}:", *guard_lines(kernel)]
     named, passed = forward_args(args, taken)
-    forward += [*named, *_wrap(f"return {op_name}", passed, "    ")]
+    forward += [*named, *wrap(f"return {op_name}", passed, "    ")]
     doc = (
         f'"""{problem.class_name} as one Triton kernel, {name}: its {len(results)} output(s) in one '
         "elementwise pass over their shape.\nThe launch is a custom op, so torch.compile(fullgraph=True) "
         'takes the module as it is."""'
     )
-    context = [c for c in parts.context if c not in _HEADER]
-    blocks = [doc + "\n\n" + "\n".join([*_HEADER, *context]) + "\n"]
+    context = [c for c in parts.context if c not in HEADER]
+    blocks = [doc + "\n\n" + "\n".join([*HEADER, *context]) + "\n"]
     if "_result_dtype(" in op:
-        blocks.append(_RESULT_DTYPE.strip("\n") + "\n")
+        blocks.append(RESULT_DTYPE.strip("\n") + "\n")
     if kernel.uses_tanh:
-        blocks.append(_TANH.strip("\n") + "\n")
-    blocks += [_CUSTOM_OP.strip("\n") + "\n", render_kernel(kernel, results, name), launch, op]
+        blocks.append(TANH.strip("\n") + "\n")
+    blocks += [CUSTOM_OP.strip("\n") + "\n", render_kernel(kernel, results, name), launch, op]
     members = [*parts.members, "\n".join(forward) + "\n"]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")

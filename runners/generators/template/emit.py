@@ -1,0 +1,470 @@
+"""The emission: a :class:`~runners.generators.template.ir.Kernel` becomes Triton source.
+
+The forward kernel (elementwise, or one program per row), its launch settings (``_launch_config``:
+autotuned on CUDA, a plain launch under the Triton interpreter), its launch as a custom op with a
+fake for torch.compile, and the module's ``forward`` calling it. Also the text every generated module
+may hold (its imports, ``_result_dtype``, ``_tanh``, ``_custom_op``) and the small helpers for
+writing Python (``wrap``, ``fresh_local``), which the backward (``backward.py``), the matrix products
+(``products.py``) and the tables (``tables.py``) write with too.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from runners import pyast
+from runners.generators.template.ir import Kernel, Load, Reduce, dtype_expr
+from runners.generators.template.ops import COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
+
+# The imports every generated module starts with, and the helpers it holds when its code calls them.
+HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
+RESULT_DTYPE = '''
+def _result_dtype(*dtypes):
+    """torch's type promotion over dtypes (promote_types only when they differ: it is a dispatched op)."""
+    result = dtypes[0]
+    for dtype in dtypes[1:]:
+        if dtype != result:
+            result = torch.promote_types(result, dtype)
+    return result
+'''
+TANH = '''
+@triton.jit
+def _tanh(x):
+    """tanh(x) = 2 * sigmoid(2x) - 1: triton.language has no tanh, and libdevice's skips the interpreter."""
+    return 2.0 * tl.sigmoid(2.0 * x) - 1.0
+'''
+
+# Names forward uses for itself.
+_FORWARD_NAMES = ("n_cols", "n_rows", "n_elements", "out", "kernel", "grid", "config")
+
+
+# ---------------------------------------------------------------------------
+# Rendering the kernel
+
+
+# The launch helpers. On CUDA each launch is autotuned: the first call for a size times every config on
+# the real arguments (the kernels only write their output, so re-running them is harmless) and keeps the
+# fastest. The configs include every choice of the plain launch, so tuning can only match or beat it.
+# The kernels have no loops, so num_stages (software pipelining) would change nothing and is left out.
+# Under the Triton interpreter (TRITON_INTERPRET=1) triton.jit gives an interpreted function instead of
+# a JITFunction; timing configs there means nothing, so the plain launch runs.
+POINTWISE_LAUNCH = '''
+# On CUDA, BLOCK_SIZE and num_warps are tuned per size (the plain launch's 1024 and 4 among them), a
+# size being n_elements rounded up to a power of two (N_BUCKET): a model called at many lengths tunes
+# once per bucket, not once per length.
+{kernel}_autotuned = triton.autotune(
+    configs=[triton.Config({"BLOCK_SIZE": b}, num_warps=w) for b in (512, 1024, 2048, 4096) for w in (4, 8)],
+    key=["N_BUCKET"],
+)({kernel})
+
+
+def _launch_config(n_elements, on_cuda):
+    """(kernel, grid, settings) for one elementwise pass over n_elements.
+
+    On CUDA the autotuned kernel picks its own settings. Under the Triton interpreter, where triton.jit
+    gives no JITFunction and timing settings means nothing, a plain launch: 1024 elements over 4 warps,
+    8 per thread, a common default for memory-bound kernels.
+    """
+    bucket = triton.next_power_of_2(n_elements)
+    if on_cuda and isinstance({kernel}, triton.JITFunction):
+        grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
+        return {kernel}_autotuned, grid, {"N_BUCKET": bucket}
+    block_size, num_warps = 1024, 4
+    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps, "N_BUCKET": bucket}
+    return {kernel}, (triton.cdiv(n_elements, block_size),), config
+'''
+_ROW_LAUNCH = '''
+# On CUDA, num_warps is tuned per row length (every choice of the plain launch among them); BLOCK_SIZE
+# is not tuned: it holds the whole row.
+{kernel}_autotuned = triton.autotune(
+    configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16, 32)],
+    key=["n_cols"],
+)({kernel})
+
+
+def _launch_config(n_rows, n_cols, on_cuda):
+    """(kernel, grid, settings) for one program per row of n_cols elements (the whole row in registers).
+
+    On CUDA the autotuned kernel picks num_warps. Under the Triton interpreter, where triton.jit gives
+    no JITFunction and timing settings means nothing, a plain launch with more warps for longer rows.
+    """
+    block_size = triton.next_power_of_2(n_cols)
+    if on_cuda and isinstance({kernel}, triton.JITFunction):
+        return {kernel}_autotuned, (n_rows,), {"BLOCK_SIZE": block_size}
+    num_warps = 4
+    if block_size >= 32768:
+        num_warps = 32
+    elif block_size >= 8192:
+        num_warps = 16
+    elif block_size >= 2048:
+        num_warps = 8
+    return {kernel}, (n_rows,), {"BLOCK_SIZE": block_size, "num_warps": num_warps}
+'''
+
+
+_NAMED = ("layer_norm", "rms_norm", "softmax", "log_softmax")
+_REDUCTIONS = ("sum", "mean", "mean_square", "amax", "amin", "max", "min", "var", "std")
+
+
+def kernel_name(kernel: Kernel) -> str:
+    """Named for what it does: ``_rms_norm_fwd_kernel``, ``_add_layer_norm_fwd_kernel``, ..."""
+    tags = kernel.tags
+    if kernel.rows:
+        named = [t for t in tags if t in _NAMED]
+        if not named and "mean_square" in tags and "rsqrt" in tags:  # x * rsqrt(mean(x * x) + eps)
+            named = ["rms_norm"]
+        reductions = [t.replace("mean_square", "mean") for t in tags if t in _REDUCTIONS]
+        parts = named or reductions
+        first = min(i for i, t in enumerate(tags) if t in _NAMED or t in _REDUCTIONS)
+        if named and "add" in tags[:first]:
+            parts = ["add", *parts]  # a residual add fused in front
+        return "_" + "_".join(parts[:3]) + "_fwd_kernel"
+    parts = [t for t in tags if t not in ("identity",)][:4] or ["copy"]
+    return "_" + "_".join(parts) + "_kernel"
+
+
+def _masked(kernel: Kernel) -> tuple[dict[str, str], set[int]]:
+    """The ``other=`` of each load (neutral for the reduction that reads it directly), and the
+    reductions that can then skip masking their operand."""
+    wanted: dict[str, set[str]] = {}
+    for stmt in kernel.body:
+        if isinstance(stmt, Reduce):
+            wanted.setdefault(stmt.operand, set()).add(REDUCE[stmt.op][1])
+    others: dict[str, str] = {}
+    for load in kernel.loads:
+        neutrals = wanted.get(load.var, set())
+        others[load.var] = "0" if load.is_bool else neutrals.pop() if len(neutrals) == 1 else "0.0"
+    plain = {
+        i
+        for i, stmt in enumerate(kernel.body)
+        if isinstance(stmt, Reduce) and others.get(stmt.operand) == REDUCE[stmt.op][1]
+    }
+    return others, plain
+
+
+def split_lines(kernel: Kernel, row: str) -> list[str]:
+    """Where the second half of a split input starts (unindented); none without one."""
+    if not kernel.split:
+        return []
+    return [
+        "# A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
+        f"split_offsets = offsets + {row} * n_cols",
+    ]
+
+
+def load_and_compute(kernel: Kernel) -> list[str]:
+    """The kernel's loads and statements, unindented: the forward kernel and its backward share them."""
+    lines = []
+    others, plain = _masked(kernel)
+    for load in kernel.loads:
+        where = "offsets" if load.kind == FULL else "cols"
+        if load.half is not None:
+            where = "split_offsets + n_cols" if load.half else "split_offsets"
+        text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
+        lines.append(f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
+    for i, stmt in enumerate(kernel.body):
+        if isinstance(stmt, Reduce):
+            fn, neutral = REDUCE[stmt.op]
+            operand = stmt.operand if i in plain else f"tl.where(mask, {stmt.operand}, {neutral})"
+            lines.append(f"{stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, axis=0)"))
+        else:
+            lines.append(f"{stmt[0]} = {stmt[1]}")
+    return lines
+
+
+def render_kernel(kernel: Kernel, name: str) -> str:
+    rows = kernel.rows
+    assert kernel.output is not None
+    pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
+    size = "n_cols" if rows else "n_elements"
+    has_cols = any(load.kind == COL for load in kernel.loads)
+    sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else [])]
+    bucket = [] if rows else ["N_BUCKET"]  # the autotuning key (n_elements' power of two), by name
+    params = [
+        *pointers,
+        "out_ptr",
+        *sizes,
+        *(arg for arg, _ in kernel.scalars),
+        *bucket,
+        "BLOCK_SIZE: tl.constexpr",
+    ]
+    lines = ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
+    if rows:
+        lines += [
+            "    row = tl.program_id(0).to(tl.int64)",
+            "    cols = tl.arange(0, BLOCK_SIZE)",
+            "    mask = cols < n_cols",
+            "    offsets = row * n_cols + cols",
+        ]
+    else:
+        lines += [
+            "    pid = tl.program_id(0).to(tl.int64)",
+            "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
+            "    mask = offsets < n_elements",
+        ]
+        if has_cols:
+            lines.append("    cols = offsets % n_cols")
+    body = [*split_lines(kernel, "row" if rows else "(offsets // n_cols)"), *load_and_compute(kernel)]
+    lines += [f"    {line}" for line in body]
+    out = kernel.output
+    store = f"{out.name}.to(out_ptr.dtype.element_ty)"
+    if out.kind == FULL:
+        lines.append(f"    tl.store(out_ptr + offsets, {store}, mask=mask)")
+    else:
+        lines.append(f"    tl.store(out_ptr + row, {store})")
+    return "\n".join(lines) + "\n"
+
+
+def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -> str:
+    """The autotuned kernel and ``_launch_config`` (``launcher`` where a file holds several kinds of
+    launch), the one place launch settings come from."""
+    template = _ROW_LAUNCH if kernel.rows else POINTWISE_LAUNCH
+    text = template.strip("\n").replace("{kernel}", name)
+    return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
+
+
+# ---------------------------------------------------------------------------
+# Launches as custom ops
+
+CUSTOM_OP = '''
+def _custom_op(fn):
+    """``fn`` registered as a custom op, named after it in a namespace of this module's own (made
+    unique when the module is loaded again): torch.compile calls the launch as one op instead of
+    tracing into Triton, and the op's fake tells it the shapes, dtypes and devices of what it
+    returns. Eager calls take ``fn`` itself: the dispatcher would add tens of microseconds a call."""
+    namespace = "kernelize_" + __name__.replace(".", "_")
+    name = fn.__name__.strip("_")
+    while hasattr(getattr(torch.ops, namespace), name):
+        name += "_"
+    op = library.custom_op(f"{namespace}::{name}", fn, mutates_args=())
+
+    def launch(*args):
+        return op(*args) if torch.compiler.is_compiling() else fn(*args)
+
+    launch.register_fake = op.register_fake
+    return launch
+'''
+
+
+@dataclass
+class _Op:
+    """A kernel launch as a custom op: its source (the op and its fake), and what it takes."""
+
+    name: str
+    source: str
+    tensors: dict[str, str]  # forward expression -> the op's tensor argument
+    numbers: dict[str, str]  # the kernel's scalar argument -> the op's argument
+    kernel: Kernel  # the kernel as the op sees it: its tensors and numbers are the op's arguments
+
+
+def op_name(kernel_name: str) -> str:
+    return kernel_name.removesuffix("_kernel")
+
+
+def op_source(
+    name: str, params: list[tuple[str, str]], returns: str, body: list[str], fake: list[str]
+) -> str:
+    """``@_custom_op def name(params) -> returns: body`` and its fake (``fake``: no launch)."""
+    typed = [f"{arg}: {kind}" for arg, kind in params]
+    op = ["@_custom_op", *wrap(f"def {name}", typed, tail=f" -> {returns}:"), *body]
+    doc = '    """What it returns, for torch.compile\'s tracing: shapes, dtypes and devices, no launch."""'
+    fake_def = wrap(f"def {name}_fake", [a for a, _ in params], tail=":")
+    fake_lines = [f"@{name}.register_fake", *fake_def, doc, *fake]
+    return "\n".join(op) + "\n\n\n" + "\n".join(fake_lines) + "\n"
+
+
+def forward_op(kernel: Kernel, forward_name: str, launcher: str = "_launch_config") -> _Op:
+    """The forward kernel's launch as a custom op taking every tensor the kernel reads (inputs and
+    parameters) and the numbers it is given (launch settings from ``launcher``)."""
+    out = kernel.output
+    assert out is not None
+    taken = {"ctx", "d_out"}  # the names an autograd.Function's backward(ctx, d_out) takes
+    tensors: dict[str, str] = {}
+    for load in kernel.loads:
+        if load.source not in tensors:
+            tensors[load.source] = fresh_local(load.placeholder or load.var, taken)
+    numbers = {arg: fresh_local(arg, taken) for arg, _ in kernel.scalars}
+    if kernel.main not in tensors:
+        raise Unsupported(f"the kernel does not read {kernel.main}")
+    dtypes = {f"{source}.dtype": f"{arg}.dtype" for source, arg in tensors.items()}
+    for atom in out.dtype:
+        if atom not in dtypes and not atom.startswith("torch."):
+            raise Unsupported(f"the output's dtype comes from {atom}")
+    inner = dataclasses.replace(
+        kernel,
+        main=tensors[kernel.main],
+        loads=[
+            dataclasses.replace(x, source=tensors[x.source], placeholder=tensors[x.source])
+            for x in kernel.loads
+        ],
+        scalars=[(arg, numbers[arg]) for arg, _ in kernel.scalars],
+        output=dataclasses.replace(out, dtype=tuple(dtypes.get(a, a) for a in out.dtype)),
+        guards=[],
+    )
+    prep, launch, result = _launch_body(inner, forward_name, set(taken), launcher)
+    params = [(a, "torch.Tensor") for a in tensors.values()]
+    params += [(a, "torch.types.Number") for a in numbers.values()]
+    name = op_name(forward_name)
+    body = [*prep, *launch, f"    return {result}"]
+    source = op_source(name, params, "torch.Tensor", body, [*prep, f"    return {result}"])
+    return _Op(name, source, tensors, numbers, inner)
+
+
+# ---------------------------------------------------------------------------
+# The module's forward, and writing Python
+
+WIDTH = 110
+
+
+def wrap(head: str, args: list[str], indent: str = "", tail: str = "") -> list[str]:
+    """``head(args)tail`` on one line, or with the arguments on their own lines when it is too long."""
+    one = f"{indent}{head}({', '.join(args)}){tail}"
+    if len(one) <= WIDTH:
+        return [one]
+    lines = [f"{indent}{head}("]
+    line = ""
+    for arg in args:
+        piece = f"{arg},"
+        if line and len(indent) + 4 + len(line) + 1 + len(piece) > WIDTH:
+            lines.append(f"{indent}    {line}")
+            line = ""
+        line = f"{line} {piece}" if line else piece
+    lines += [f"{indent}    {line}", f"{indent}){tail}"]
+    return lines
+
+
+@dataclass
+class _Launch:
+    """How forward prepares and launches the kernel: statements, then the call."""
+
+    lines: list[str]
+    tensors: list[str]  # the kernel's tensor arguments, in order
+    sizes: list[str]
+    config: str  # the arguments of _launch_config
+    result: str
+
+
+def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> tuple[str, str]:
+    """(the forward op, the module's forward calling it): the kernel without a backward."""
+    op = forward_op(kernel, name)
+    taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
+    named, scalars = scalar_args(kernel, taken)
+    body = [f"def forward({signature}){returns}:", *guard_lines(kernel), *named]
+    body += wrap(f"return {op.name}", [*op.tensors, *scalars], "    ")
+    return op.source, "\n".join(body) + "\n"
+
+
+def guard_lines(kernel: Kernel) -> list[str]:
+    out = []
+    for check, why in kernel.guards:
+        out += [f"    if {check}:", f"        raise NotImplementedError({json.dumps(why)})"]
+    return out
+
+
+def scalar_args(kernel: Kernel, taken: set[str]) -> tuple[list[str], list[str]]:
+    """(statements naming the computed ones, the expression passed) for each scalar argument."""
+    lines, exprs = [], []
+    for arg, expr in kernel.scalars:
+        if not all(part.isidentifier() for part in expr.split(".")):  # a computed value: named first
+            named = fresh_local(arg, taken)
+            lines.append(f"    {named} = {expr}")
+            expr = named
+        exprs.append(expr)
+    return lines, exprs
+
+
+def _launch_body(
+    kernel: Kernel, name: str, taken: set[str], launcher: str = "_launch_config"
+) -> tuple[list[str], list[str], str]:
+    """(statements preparing the forward kernel's arguments and output, statements launching it, the
+    expression returned); ``kernel``'s numbers are names already (the op's arguments)."""
+    local = {n: fresh_local(n, taken) for n in _FORWARD_NAMES}
+    launch = (_row_launch if kernel.rows else _pointwise_launch)(kernel, local, taken)
+    scalars = [expr for _, expr in kernel.scalars]
+    kernel_, grid, config = local["kernel"], local["grid"], local["config"]
+    body = [f"    {kernel_}, {grid}, {config} = {launcher}({launch.config}, {kernel.main}.is_cuda)"]
+    body += wrap(f"{kernel_}[{grid}]", [*launch.tensors, *launch.sizes, *scalars, f"**{config}"], "    ")
+    return list(launch.lines), body, launch.result
+
+
+def _unique_tensors(kernel: Kernel, tensor: Callable[[Load], str]) -> list[str]:
+    """The forward expression passed for each pointer argument (both halves share one)."""
+    by_pointer: dict[str, str] = {}
+    for load in kernel.loads:
+        by_pointer.setdefault(load.ptr, tensor(load))
+    return list(by_pointer.values())
+
+
+def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
+    """Inputs as (rows, n_cols), one program per row; the output shaped back."""
+    main, out = kernel.main, kernel.output
+    assert out is not None
+    n_cols, n_rows, o = local["n_cols"], local["n_rows"], local["out"]
+    lines = [f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else "")]
+    flat: dict[str, str] = {}
+
+    def tensor(load: Load) -> str:
+        if load.placeholder is None:
+            return load.source
+        if load.kind == COL:
+            lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+            return load.placeholder
+        if load.placeholder not in flat:
+            flat[load.placeholder] = fresh_local(f"{load.placeholder}_2d", taken)
+            width = f"2 * {n_cols}" if load.half is not None else n_cols
+            lines.append(
+                f"    {flat[load.placeholder]} = {load.placeholder}.reshape(-1, {width}).contiguous()"
+            )
+        return flat[load.placeholder]
+
+    tensors = _unique_tensors(kernel, tensor)
+    rows_of = f"{flat[main]}.shape[0]" if main in flat else f"{main}.numel() // {n_cols}"
+    lines.append(f"    {n_rows} = {rows_of}")
+    shape = f"({n_rows}, {n_cols})" if out.kind == FULL else f"({n_rows},)"
+    lines += wrap(
+        f"{o} = torch.empty", [shape, f"dtype={dtype_expr(out.dtype)}", f"device={main}.device"], "    "
+    )
+    full = f"(*{main}.shape[:-1], {n_cols})" if kernel.split else f"{main}.shape"
+    back = {FULL: full, ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
+    return _Launch(lines, [*tensors, o], [n_cols], f"{n_rows}, {n_cols}", f"{o}.reshape({back[out.kind]})")
+
+
+def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:
+    """Contiguous inputs, one flat pass over the output's elements."""
+    main, out = kernel.main, kernel.output
+    assert out is not None
+    o, n_elements, n_cols = local["out"], local["n_elements"], local["n_cols"]
+    lines: list[str] = []
+    seen: set[str] = set()
+    for load in kernel.loads:
+        if load.placeholder is not None and load.placeholder not in seen:
+            seen.add(load.placeholder)
+            lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+    if kernel.split:  # the output is one half of main's shape
+        lines.append(f"    {n_cols} = {main}.shape[-1] // 2")
+        args = [f"(*{main}.shape[:-1], {n_cols})", f"dtype={dtype_expr(out.dtype)}", f"device={main}.device"]
+        lines += wrap(f"{o} = torch.empty", args, "    ")
+    elif out.dtype == (f"{main}.dtype",) and main in seen:
+        lines.append(f"    {o} = torch.empty_like({main})")
+    else:
+        args = [f"{main}.shape", f"dtype={dtype_expr(out.dtype)}", f"device={main}.device"]
+        lines += wrap(f"{o} = torch.empty", args, "    ")
+    lines.append(f"    {n_elements} = {o}.numel()")
+    sizes = [n_elements]
+    if kernel.split:
+        sizes.append(n_cols)
+    elif any(x.kind == COL for x in kernel.loads):
+        sizes.append(f"{main}.shape[-1]")
+    tensors = _unique_tensors(kernel, lambda load: load.placeholder or load.source)
+    return _Launch(lines, [*tensors, o], sizes, n_elements, o)
+
+
+def fresh_local(name: str, taken: set[str]) -> str:
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name

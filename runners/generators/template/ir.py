@@ -1,0 +1,134 @@
+"""The kernel being built: what a graph node is inside the kernel (:class:`Value`), the tensors it
+loads (:class:`Load`), its row reductions (:class:`Reduce`), and the kernel itself (:class:`Kernel`),
+which the lowering (``lowering.py``) fills in and the emission (``emit.py``) renders. Also the small
+helpers both sides share: a module attribute's forward expression, the guards for what the trace
+read, runtime dtype promotion, and the nodes a node's arguments name.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from runners.generators.template.ops import DTYPE, PAIR, SCALAR, Unsupported
+
+
+@dataclass
+class Value:
+    """What a graph node is inside the kernel."""
+
+    name: str  # kernel variable, kernel argument, or literal text
+    kind: str
+    dtype: tuple[str, ...] = ()  # runtime dtypes promoted together (forward expressions); () for numbers
+    is_bool: bool = False
+    attr: str | None = None  # the module attribute it is read from at call time
+    shape: list[int] | None = None
+    items: tuple[Value, ...] = ()  # a PAIR's (values, indices)
+    source: str | None = None  # the forward expression of an input tensor
+    example: Any = None  # a SHAPE's or SIZE's value on the example inputs
+
+
+@dataclass
+class Load:
+    var: str  # kernel variable (the pointer argument is ``{var}_ptr``)
+    kind: str  # FULL or COL
+    source: str  # forward expression of the tensor
+    is_bool: bool
+    placeholder: str | None = None  # the forward argument it comes from, if any
+    half: int | None = None  # for a SPLIT input: which half of its last dimension (0 or 1)
+    pointer: str = ""  # the pointer argument, when not ``{var}_ptr`` (both halves read one input)
+
+    @property
+    def ptr(self) -> str:
+        return self.pointer or f"{self.var}_ptr"
+
+
+@dataclass
+class Reduce:
+    var: str
+    op: str  # a key of ops.REDUCE
+    operand: str  # a kernel expression
+    template: str = "{r}"  # what to do with the reduced value ({r})
+
+
+@dataclass
+class Kernel:
+    shape: list[int]  # the example's shape of the values computed (S)
+    main: str  # the forward argument with shape S, or the one split into halves of shape S
+    split: bool = False  # whether main's last dimension holds two halves, each of shape S
+    loads: list[Load] = field(default_factory=list)
+    scalars: list[tuple[str, str]] = field(default_factory=list)  # (kernel argument, forward expression)
+    body: list[tuple[str, str] | Reduce] = field(default_factory=list)
+    guards: list[tuple[str, str]] = field(default_factory=list)  # (condition to refuse, why)
+    tags: list[str] = field(default_factory=list)  # what it does, for its name
+    output: Value | None = None
+    uses_tanh: bool = False
+    names: set[str] = field(default_factory=set)  # every kernel name taken (the backward's are fresh)
+
+    @property
+    def rows(self) -> bool:
+        return any(isinstance(s, Reduce) for s in self.body)
+
+
+def on_self(path: str) -> str:
+    """``self.norm.eps``; ``self.get_submodule("blocks.0").eps`` inside containers (``blocks.0.eps``)."""
+    owner, _, attr = path.rpartition(".")
+    if not owner or all(part.isidentifier() for part in owner.split(".")):
+        return f"self.{path}"
+    return f'self.get_submodule("{owner}").{attr}'
+
+
+_READ_DTYPES = frozenset(
+    "float64 float32 float16 bfloat16 int64 int32 int16 int8 uint8 bool complex64 complex128".split()
+)
+_PARAM_PATH = re.compile(r"[A-Za-z_][A-Za-z_0-9]*(\.[A-Za-z_0-9]+)*")
+
+
+def read_guards(trace: dict[str, Any]) -> list[tuple[str, str]]:
+    """Refusals, in forward, of parameters whose dtype or shape differs from what forward's Python
+    read while it was traced (``runners/trace.py``): the graph holds only for those.
+
+    The reads come from the sandbox that ran the module's code, which could have written them: each
+    becomes code only as a parameter path, a torch dtype's name or a tuple of sizes."""
+    out = []
+    for read in trace.get("param_reads", []):
+        param, what, value = read.get("param"), read.get("what"), read.get("value")
+        if not (isinstance(param, str) and _PARAM_PATH.fullmatch(param)):
+            raise Unsupported(f"the trace read a parameter named {str(param)[:80]!r}")
+        name = value.removeprefix("torch.") if what == "dtype" and isinstance(value, str) else None
+        if name in _READ_DTYPES:
+            check, value = f"{on_self(param)}.dtype != torch.{name}", f"torch.{name}"
+        elif what == "shape" and isinstance(value, list) and all(type(v) is int and v >= 0 for v in value):
+            value = tuple(value)
+            check = f"tuple({on_self(param)}.shape) != {value!r}"
+        else:
+            raise Unsupported(f"the trace read {what!r} of {param} as {str(value)[:80]!r}")
+        out.append((check, f"the kernel is specialised to {param}.{what} == {value}"))
+    return out
+
+
+def dtype_expr(atoms: tuple[str, ...]) -> str:
+    return atoms[0] if len(atoms) == 1 else f"_result_dtype({', '.join(atoms)})"
+
+
+def node_refs(value: Any) -> list[str]:
+    if isinstance(value, dict):
+        if "node" in value:
+            return [value["node"]]
+        return [n for v in value.values() for n in node_refs(v)]
+    if isinstance(value, list):
+        return [n for v in value for n in node_refs(v)]
+    return []
+
+
+def promote(values: list[Value]) -> tuple[str, ...]:
+    """The runtime dtype of a result: its tensor operands' dtypes promoted (numbers do not count)."""
+    tensors = [v for v in values if v.kind not in (SCALAR, DTYPE, PAIR)]
+    floats = [v for v in tensors if not v.is_bool]
+    atoms: list[str] = []
+    for v in floats or tensors:
+        atoms.extend(a for a in v.dtype if a not in atoms)
+    if not floats and values:
+        return ("torch.float32",)  # booleans with a Python float: torch's default dtype
+    return tuple(atoms)

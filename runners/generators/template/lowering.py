@@ -1,0 +1,866 @@
+"""The lowering: the traced graph (``runners/trace.py``'s JSON description) becomes one
+:class:`~runners.generators.template.ir.Kernel`.
+
+:class:`Builder` walks the graph once, in order, and turns each node into kernel statements through a
+handler per op (``ops.py`` names the ops and their Triton expressions): pointwise ops, reductions over
+the last dimension, the two halves of a gated activation's input, and the numbers forward reads
+from the module. Anything else raises ``Unsupported`` naming the op and its node. The matrix products
+(``products.py``) and the tables (``tables.py``) subclass it for their own walks.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from runners.generators.template.ir import (
+    Kernel,
+    Load,
+    Reduce,
+    Value,
+    dtype_expr,
+    node_refs,
+    on_self,
+    promote,
+    read_guards,
+)
+from runners.generators.template.ops import (
+    BINARY,
+    CASTS,
+    COL,
+    COMPARE,
+    DTYPE,
+    FLOAT_DTYPES,
+    FULL,
+    HALVES,
+    OTHER,
+    PAIR,
+    POW,
+    ROW,
+    ROW_FLAT,
+    SCALAR,
+    SHAPE,
+    SIZE,
+    SPELLINGS,
+    SPLIT,
+    UNARY,
+    Unsupported,
+)
+
+# Names the kernels use for themselves: no value of the graph takes them.
+_KERNEL_NAMES = frozenset(
+    """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
+    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET""".split()
+)
+
+
+def _literal(value: float | int) -> str:
+    if isinstance(value, float) and not math.isfinite(value):
+        if math.isnan(value):
+            return 'float("nan")'
+        return 'float("inf")' if value > 0 else '-float("inf")'
+    return repr(value)
+
+
+class Builder:
+    """Walks the traced graph once, in order, turning each node into kernel statements."""
+
+    def __init__(self, trace: dict[str, Any]) -> None:
+        self.nodes: list[dict[str, Any]] = trace["nodes"]
+        self.values: dict[str, Value] = {}
+        self.taken: set[str] = set(_KERNEL_NAMES)
+        self.node: dict[str, Any] = {}
+        self.label = ""
+        self.squares: set[str] = set()  # kernel variables holding v * v
+        self.halves: dict[int, Value] = {}  # the halves of the SPLIT input read so far
+        self.live = self._live()
+        tensors = [
+            n for n in self.nodes if n["op"] == "placeholder" and "shape" in n and n["name"] in self.live
+        ]
+        if not tensors:
+            raise Unsupported("forward computes nothing from a tensor input")
+        split_inputs = [n for n in tensors if n["shape"] and self._split_input(n)]
+        main = (
+            split_inputs[0]
+            if split_inputs
+            else max(tensors, key=lambda n: (len(n["shape"]), math.prod(n["shape"])))
+        )
+        if not main["shape"]:
+            raise Unsupported("the input is a 0-dimensional tensor")
+        shape = list(main["shape"])
+        split = bool(split_inputs)
+        if split:
+            shape[-1] //= 2
+        self.kernel = Kernel(shape, main["target"], split, guards=read_guards(trace))
+        self.handlers: dict[str, Callable[[str, dict[str, Any]], Value]] = {
+            **dict.fromkeys(UNARY, self._unary),
+            **dict.fromkeys(BINARY, self._binary),
+            **dict.fromkeys(COMPARE, self._binary),
+            **{op + "_": self._inplace for op in (*UNARY, *BINARY)},
+            "gelu": self._gelu,
+            "softplus": self._softplus,
+            "pow": self._pow,
+            "clamp": self._clamp,
+            "clamp_min": self._clamp,
+            "clamp_max": self._clamp,
+            "where": self._where,
+            **dict.fromkeys(CASTS, self._cast),
+            "to": self._cast,
+            "type_as": self._cast,
+            "identity": self._identity,
+            "dropout": self._dropout,
+            **dict.fromkeys(("sum", "mean", "amax", "amin", "max", "min"), self._reduce),
+            "var": self._var,
+            "std": self._var,
+            "softmax": self._softmax,
+            "log_softmax": self._softmax,
+            "layer_norm": self._layer_norm,
+            "rms_norm": self._rms_norm,
+            "getitem": self.getitem,
+            "getattr": self.getattr,
+            "chunk": self._chunk,
+            "split": self._split,
+            "size": self._size,
+            "floordiv": self._floordiv,
+        }
+
+    # -- naming ---------------------------------------------------------------
+
+    def fresh(self, base: str, pointer: bool = False) -> str:
+        """An unused kernel name (with ``pointer``, ``{name}_ptr`` is free too and reserved)."""
+        base = base.replace(".", "_")
+        name, i = base, 1
+        while name in self.taken or (pointer and f"{name}_ptr" in self.taken):
+            name, i = f"{base}_{i}", i + 1
+        self.taken.update([name, f"{name}_ptr"] if pointer else [name])
+        return name
+
+    def fail(self, what: str) -> Unsupported:
+        return Unsupported(f"{what} ({self.label})")
+
+    # -- the walk -------------------------------------------------------------
+
+    def build(self) -> Kernel:
+        for node in self.nodes:
+            if node["name"] not in self.live:
+                continue
+            self.node = node
+            target = node.get("target", node["op"])
+            self.label = f"node {node['name']!r}"
+            if node["op"] == "placeholder":
+                self.values[node["name"]] = self._placeholder(node)
+            elif node["op"] == "get_attr":
+                self.values[node["name"]] = self.tensor_source(
+                    node["name"], node, on_self(node["target"]), node.get("kind", "constant")
+                )
+            elif node["op"] == "output":
+                self.output(node)
+            else:
+                self.values[node["name"]] = self.call(node, target)
+        self.kernel.names = set(self.taken)
+        return self.kernel
+
+    def _live(self) -> set[str]:
+        """Nodes the output depends on (an unused op need not be supported)."""
+        by_name = {n["name"]: n for n in self.nodes}
+        live: set[str] = set()
+        todo = [n["name"] for n in self.nodes if n["op"] == "output"]
+        while todo:
+            name = todo.pop()
+            if name in live:
+                continue
+            live.add(name)
+            node = by_name[name]
+            todo.extend(node_refs([node.get("args", []), node.get("kwargs", {})]))
+        return live
+
+    def _split_input(self, main: dict[str, Any]) -> bool:
+        """Whether forward takes ``main`` apart into the two halves of its last dimension (chunk, split
+        or slicing), so that the kernel computes over one half's shape. Near misses (another dimension,
+        three pieces) are left for the handlers to decline by name."""
+        s = main["shape"]
+        half = [*s[:-1], s[-1] // 2]
+        for node in self.nodes:
+            if node["name"] not in self.live or node.get("op") not in ("call_function", "call_method"):
+                continue
+            args = node.get("args", [])
+            if not args or args[0] != {"node": main["name"]} or s[-1] % 2:
+                continue
+            op = SPELLINGS.get(node.get("target", ""), ("",))[0]
+            if op in ("chunk", "split") and node.get("shapes") == [half, half]:
+                return True
+            if op == "getitem" and node.get("shape") == half:
+                return True
+        return False
+
+    def call(self, node: dict[str, Any], target: str) -> Value:
+        display = node.get("module") if node["op"] == "call_module" else target
+        self.label = f"node {node['name']!r}"
+        if node.get("unsupported") or display not in SPELLINGS:
+            raise Unsupported(f"unsupported op {display} (node {node['name']!r})")
+        op, params = SPELLINGS[display]
+        self.label = f"{display}, node {node['name']!r}"
+        args, kwargs = list(node.get("args", [])), dict(node.get("kwargs", {}))
+        if node["op"] == "call_module":
+            kwargs.update(_module_arguments(node, params))
+        if len(args) > len(params):
+            raise self.fail(f"unsupported call of {display} with {len(args)} arguments")
+        bound = dict(zip(params, args, strict=False))
+        for key, value in kwargs.items():
+            if key not in params or key in bound:
+                raise self.fail(f"unsupported argument {key}= of {display}")
+            bound[key] = value
+        return self.handlers[op](op, bound)
+
+    # -- sources --------------------------------------------------------------
+
+    def _placeholder(self, node: dict[str, Any]) -> Value:
+        name = node["target"]
+        if name.startswith("*"):
+            raise Unsupported(f"forward takes {name}")
+        if "shape" in node and self.kernel.split and name == self.kernel.main:
+            dtype = node.get("dtype", "")
+            if dtype not in FLOAT_DTYPES:
+                raise Unsupported(f"input {name} is a {dtype} value; only floating tensors")
+            return Value(node["name"], SPLIT, (f"{name}.dtype",), shape=node["shape"], source=name)
+        if "shape" in node:
+            return self.tensor_source(node["name"], node, name, "input")
+        default = node.get("example", node.get("default"))
+        if isinstance(default, int | float) and not isinstance(default, bool):
+            arg = self.fresh(node["name"])
+            self.kernel.scalars.append((arg, name))
+            return Value(arg, SCALAR, attr=name)
+        raise Unsupported(f"forward argument {name!r} is not a tensor or a number")
+
+    def tensor_source(self, var: str, meta: dict[str, Any], source: str, role: str) -> Value:
+        shape, dtype = list(meta.get("shape", [])), meta.get("dtype", "")
+        is_bool = dtype == "bool"
+        if not is_bool and dtype not in FLOAT_DTYPES:
+            raise Unsupported(f"{role} {source} is a {dtype or 'non-tensor'} value; only floating tensors")
+        if role == "constant":
+            raise Unsupported(f"{source} is a tensor created in forward")
+        s = self.kernel.shape
+        if shape == s:
+            kind = FULL
+        elif shape and shape[-1] == s[-1] and math.prod(shape) == s[-1] and len(shape) <= len(s):
+            kind = COL
+        else:
+            return Value(var, OTHER, shape=shape, source=source)
+        name = self.fresh(var, pointer=True)
+        placeholder = source if role == "input" else None
+        self.kernel.loads.append(Load(name, kind, source, is_bool, placeholder))
+        atom = f"{source}.dtype"
+        return Value(name, kind, (atom,), is_bool, shape=shape, source=source)
+
+    def _param(self, spec: dict[str, Any]) -> Value:
+        return self.tensor_source(spec["target"], spec, on_self(spec["target"]), "parameter")
+
+    # -- arguments ------------------------------------------------------------
+
+    def operand(self, arg: Any, what: str = "operand") -> Value:
+        """A value an op computes with: a node, a number, or a number read from the module."""
+        if isinstance(arg, dict) and "node" in arg:
+            value = self.values[arg["node"]]
+            if value.kind == OTHER:
+                raise self.fail(
+                    f"unsupported broadcast: {arg['node']} has shape {value.shape}, "
+                    f"the input {self.kernel.shape}"
+                )
+            if value.kind == SPLIT:
+                raise self.fail(
+                    f"unsupported use of {value.source} whole: the kernel reads it as the two halves "
+                    "of its last dimension"
+                )
+            if value.kind in (DTYPE, PAIR, HALVES, SHAPE, SIZE):
+                raise self.fail(f"unsupported {what} {arg['node']}")
+            return value
+        if isinstance(arg, dict) and "param" in arg:
+            return self._param(arg["param"])
+        if isinstance(arg, dict) and "attr" in arg:
+            return self._attribute(arg["attr"], arg["value"])
+        if isinstance(arg, dict) and "derived" in arg:
+            raise self.fail(f"a number computed from {on_self(arg['derived'])} in forward")
+        if isinstance(arg, int | float) and not isinstance(arg, bool):
+            return Value(_literal(arg), SCALAR)
+        raise self.fail(f"unsupported {what} {arg!r}")
+
+    def _attribute(self, path: str, value: Any) -> Value:
+        for arg, expr in self.kernel.scalars:
+            if expr == on_self(path):
+                return Value(arg, SCALAR, attr=path)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise self.fail(f"{on_self(path)} is {value!r}, not a number")
+        arg = self.fresh(path)
+        self.kernel.scalars.append((arg, on_self(path)))
+        return Value(arg, SCALAR, attr=path)
+
+    def constant(self, arg: Any, what: str) -> Any:
+        """A setting that shapes the kernel: a literal, or a module attribute checked in forward."""
+        if isinstance(arg, dict) and "attr" in arg:
+            self._guard(arg["attr"], arg["value"])
+            return arg["value"]
+        if isinstance(arg, list):
+            return [self.constant(a, what) for a in arg]
+        if isinstance(arg, dict):
+            raise self.fail(f"the {what} must be a constant")
+        return arg
+
+    def _guard(self, path: str, value: Any) -> None:
+        """Refuse, in forward, an instance whose ``path`` attribute is not ``value``."""
+        wanted = tuple(value) if isinstance(value, list) else value
+        expr = f"tuple({on_self(path)})" if isinstance(wanted, tuple) else on_self(path)
+        guard = (f"{expr} != {wanted!r}", f"the kernel is specialised to {path} == {wanted!r}")
+        if guard not in self.kernel.guards:
+            self.kernel.guards.append(guard)
+
+    def dtype_of(self, arg: Any) -> tuple[str, ...]:
+        if isinstance(arg, dict) and "dtype" in arg:
+            name = arg["dtype"]
+            if name not in FLOAT_DTYPES:
+                raise self.fail(f"unsupported cast to {name}")
+            return (f"torch.{name}",)
+        if isinstance(arg, dict) and "node" in arg:
+            value = self.values[arg["node"]]
+            if value.kind == DTYPE or (value.kind not in (SCALAR, PAIR) and not value.is_bool):
+                return value.dtype
+        raise self.fail(f"unsupported cast to {arg!r}")
+
+    # -- emitting -------------------------------------------------------------
+
+    def assign(self, base: str, expr: str) -> str:
+        name = self.fresh(base)
+        self.kernel.body.append((name, expr))
+        return name
+
+    def reduce(self, base: str, op: str, operand: str, template: str = "{r}") -> str:
+        name = self.fresh(base)
+        self.kernel.body.append(Reduce(name, op, operand, template))
+        return name
+
+    def broadcast(self, operands: list[Value]) -> str:
+        kinds = {v.kind for v in operands if v.kind != SCALAR}
+        if not kinds:
+            return SCALAR
+        if ROW_FLAT in kinds and len(kinds) > 1:
+            raise self.fail("unsupported broadcast of a reduction without keepdim against a tensor")
+        if len(kinds) == 1:
+            return kinds.pop()
+        return FULL  # FULL with anything, or a per-row value against a row vector
+
+    def check_shape(self, value: Value) -> Value:
+        """The node's traced shape must be what the broadcast rules above say it is."""
+        shape = self.node.get("shape")
+        s = self.kernel.shape
+        expected = {FULL: s, ROW: [*s[:-1], 1], ROW_FLAT: s[:-1]}.get(value.kind)
+        if shape is None or value.kind == SCALAR:
+            return value
+        if expected is None:  # a row vector
+            ok = shape[-1:] == s[-1:] and math.prod(shape) == s[-1] and len(shape) <= len(s)
+        else:
+            ok = shape == expected
+        if not ok:
+            raise self.fail(f"unsupported broadcast: gives shape {shape}, the input is {s}")
+        return value
+
+    def result(self, expr: str, operands: list[Value], is_bool: bool = False) -> Value:
+        kind = self.broadcast(operands)
+        dtype = ("torch.bool",) if is_bool else promote(operands)
+        name = self.assign(self.node["name"], expr)
+        return self.check_shape(Value(name, kind, dtype, is_bool))
+
+    def floats(self, operands: list[Value]) -> list[str]:
+        """Operand texts for arithmetic (a boolean tensor counts as 0.0 and 1.0)."""
+        return [f"{v.name}.to(tl.float32)" if v.is_bool else v.name for v in operands]
+
+    def tag(self, name: str) -> None:
+        if name not in self.kernel.tags:
+            self.kernel.tags.append(name)
+
+    # -- pointwise ops ----------------------------------------------------------
+
+    def _unary(self, op: str, bound: dict[str, Any]) -> Value:
+        self.check_inplace(op, bound)
+        a = self.operand(bound["input"])
+        if a.kind == SCALAR:
+            raise self.fail(f"unsupported op {op} of a number")
+        self.kernel.uses_tanh |= "_tanh" in UNARY[op]
+        self.tag(op)
+        return self.result(UNARY[op].format(a=self.floats([a])[0]), [a])
+
+    def _gelu(self, op: str, bound: dict[str, Any]) -> Value:
+        approximate = self.constant(bound.get("approximate", "none"), "GELU approximation")
+        if approximate not in ("none", "tanh"):
+            raise self.fail(f"unsupported GELU approximation {approximate!r}")
+        return self._unary("gelu" if approximate == "none" else "gelu_tanh", {"input": bound["input"]})
+
+    def _softplus(self, op: str, bound: dict[str, Any]) -> Value:
+        beta = self.constant(bound.get("beta", 1.0), "softplus beta")
+        threshold = self.constant(bound.get("threshold", 20.0), "softplus threshold")
+        if (beta, threshold) != (1.0, 20.0):
+            raise self.fail(
+                f"unsupported softplus beta={beta!r}, threshold={threshold!r}: only torch's defaults"
+            )
+        return self._unary("softplus", {"input": bound["input"]})
+
+    def _binary(self, op: str, bound: dict[str, Any]) -> Value:
+        a, b = self.operand(bound["input"]), self.operand(bound["other"])
+        if a.kind == SCALAR and b.kind == SCALAR and not (a.attr or b.attr):
+            raise self.fail(f"unsupported op {op} of two numbers")
+        if op in COMPARE:
+            self.tag(op)
+            return self.result(COMPARE[op].format(a=a.name, b=b.name), [a, b], is_bool=True)
+        self.tag(op)
+        fa, fb = self.floats([a, b])
+        value = self.result(BINARY[op].format(a=fa, b=fb), [a, b])
+        if op == "mul" and a.name == b.name:
+            self.squares.add(value.name)
+        return value
+
+    def _inplace(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.add_(y)``, ``x += y``: the same value, provided nothing else reads the operand."""
+        self.check_inplace(op, {**bound, "inplace": True})
+        return self.handlers[op[:-1]](op[:-1], bound)
+
+    def check_inplace(self, op: str, bound: dict[str, Any]) -> None:
+        first = bound["input"]
+        if bound.get("inplace") is True and isinstance(first, dict) and "node" in first:
+            readers = [n for n in self.nodes if first["node"] in node_refs([n.get("args"), n.get("kwargs")])]
+            if len(readers) > 1:
+                raise self.fail(f"unsupported in-place {op} of a value that is read elsewhere")
+
+    def _pow(self, op: str, bound: dict[str, Any]) -> Value:
+        a = self.operand(bound["input"])
+        exponent = bound["exponent"]
+        if isinstance(exponent, dict) and "node" in exponent:
+            raise self.fail("unsupported pow with a tensor exponent")
+        if a.kind == SCALAR:
+            raise self.fail("unsupported pow of a number")
+        p = self.constant(exponent, "pow exponent")
+        if isinstance(p, bool) or not isinstance(p, int | float) or p == 0:
+            raise self.fail(f"unsupported pow exponent {p!r}")
+        self.tag("pow")
+        (x,) = self.floats([a])
+        if p in POW:
+            value = self.result(POW[p].format(a=x), [a])
+            if p == 2:
+                self.squares.add(value.name)
+            return value
+        if float(p).is_integer():
+            magnitude = self.assign(
+                f"{self.node['name']}_abs", f"tl.exp({_literal(p)} * tl.log(tl.abs({x})))"
+            )
+            expr = f"tl.where({x} < 0, -{magnitude}, {magnitude})" if int(p) % 2 else magnitude
+            return self.result(expr, [a])
+        return self.result(f"tl.exp({_literal(p)} * tl.log({x}))", [a])
+
+    def _clamp(self, op: str, bound: dict[str, Any]) -> Value:
+        low, high = bound.get("min"), bound.get("max")
+        if low is None and high is None:
+            raise self.fail("clamp without bounds")
+        value = self.operand(bound["input"])
+        operands = [value]
+        (expr,) = self.floats([value])
+        for bound_op, limit in (("clamp_min", low), ("clamp_max", high)):
+            if limit is not None:
+                operands.append(self.operand(limit))
+                expr = BINARY[bound_op].format(a=expr, b=self.floats(operands[-1:])[0])
+        self.tag("clamp")
+        return self.result(expr, operands)
+
+    def _where(self, op: str, bound: dict[str, Any]) -> Value:
+        cond = self.operand(bound["condition"], "condition")
+        a, b = self.operand(bound["input"]), self.operand(bound["other"])
+        if not cond.is_bool:
+            raise self.fail("unsupported where with a non-boolean condition")
+        self.tag("where")
+        fa, fb = self.floats([a, b])
+        value = self.result(f"tl.where({cond.name}, {fa}, {fb})", [cond, a, b])
+        value.dtype = promote([a, b]) if (a.kind != SCALAR or b.kind != SCALAR) else ("torch.float32",)
+        return value
+
+    def _cast(self, op: str, bound: dict[str, Any]) -> Value:
+        a = self.operand(bound["input"])
+        if op in CASTS:
+            dtype: tuple[str, ...] = (f"torch.{CASTS[op]}",)
+        elif op == "type_as":
+            dtype = self.dtype_of(bound["other"])
+        elif "dtype" in bound:
+            dtype = self.dtype_of(bound["dtype"])
+        else:
+            raise self.fail("unsupported Tensor.to without a dtype")
+        if a.is_bool:
+            name = self.assign(self.node["name"], f"{a.name}.to(tl.float32)")
+            return self.check_shape(Value(name, a.kind, dtype))
+        return self.check_shape(Value(a.name, a.kind, dtype, shape=a.shape))  # float32 inside the kernel
+
+    def _identity(self, op: str, bound: dict[str, Any]) -> Value:
+        return self.operand(bound["input"])
+
+    def _dropout(self, op: str, bound: dict[str, Any]) -> Value:
+        """The identity in eval mode: nn.Dropout checks ``self.training`` in forward. The function's
+        ``training=self.training`` was fixed when traced, so it passes only with p == 0."""
+        if self.node["op"] == "call_module":
+            check = f"self.training and {on_self(self.node['target'] + '.p')} > 0"
+            self.kernel.guards.append((check, "dropout is implemented for eval mode only"))
+        elif bound.get("p", 0.5) != 0:
+            raise self.fail("unsupported dropout with p > 0")
+        return self.operand(bound["input"])
+
+    # -- reductions over the last dimension -------------------------------------
+
+    def last_dim(self, dim: Any, what: str) -> None:
+        dim = self.constant(dim, "dim")
+        if isinstance(dim, list) and len(dim) == 1:
+            dim = dim[0]
+        ndim = len(self.kernel.shape)
+        if dim is None:
+            raise self.fail(f"unsupported {what} over all dimensions")
+        if not isinstance(dim, int) or dim not in (-1, ndim - 1):
+            raise self.fail(f"unsupported {what} over dim {dim}: only the last dimension")
+        if dim >= 0 and ndim > 1:
+            check = f"{self.kernel.main}.dim() != {ndim}"
+            reason = f"dim={dim} is the last dimension of {ndim}-dimensional inputs only"
+            if (check, reason) not in self.kernel.guards:
+                self.kernel.guards.append((check, reason))
+
+    def row_operand(self, arg: Any, what: str) -> Value:
+        value = self.operand(arg)
+        if value.kind != FULL or value.is_bool:
+            raise self.fail(f"unsupported {what} of a {'boolean' if value.is_bool else value.kind} value")
+        return value
+
+    def _reduce(self, op: str, bound: dict[str, Any]) -> Value:
+        name = self.node["name"]
+        if op in ("max", "min") and isinstance(bound.get("dim"), dict) and "node" in bound["dim"]:
+            return self._binary("maximum" if op == "max" else "minimum", {**bound, "other": bound["dim"]})
+        if bound.get("dtype") is not None:
+            raise self.fail(f"unsupported {op} with dtype=")
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
+        kind = ROW if keepdim else ROW_FLAT
+        reduce_op = {"amax": "max", "amin": "min"}.get(op, op)
+        if op == "mean":
+            value = Value(self.reduce(name, "sum", a.name, "{r} / n_cols"), kind, a.dtype)
+        else:
+            value = Value(self.reduce(name, reduce_op, a.name), kind, a.dtype)
+        self.tag("mean_square" if op == "mean" and a.name in self.squares else op)
+        if op in ("max", "min"):  # (values, indices)
+            return Value(value.name, PAIR, items=(value,))
+        return self.check_shape(value)
+
+    def getitem(self, op: str, bound: dict[str, Any]) -> Value:
+        source, index = bound["input"], bound.get("index")
+        value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
+        if value is not None and value.kind == PAIR:
+            if index != 0:
+                raise self.fail("unsupported use of the indices of max/min")
+            return self.check_shape(value.items[0])
+        if value is not None and value.kind == HALVES:
+            if index not in (0, 1):
+                raise self.fail(f"unsupported piece {index!r} of two halves")
+            return self.check_shape(self.half(index))
+        if value is not None and value.kind == SHAPE and isinstance(index, int):
+            return Value(f"{value.name}[{index}]", SIZE, example=value.example[index])
+        if value is not None and value.shape is not None and isinstance(index, list | dict):
+            return self.check_shape(self._slice(value, index))
+        raise self.fail("unsupported op operator.getitem (indexing)")
+
+    def getattr(self, op: str, bound: dict[str, Any]) -> Value:
+        source, attr = bound["input"], bound.get("name")
+        value = self.values.get(source["node"]) if isinstance(source, dict) and "node" in source else None
+        if value is not None and value.kind == PAIR and attr == "values":
+            return self.check_shape(value.items[0])
+        if value is not None and attr == "dtype" and value.kind in (FULL, COL, ROW, ROW_FLAT, SPLIT):
+            return Value(value.name, DTYPE, value.dtype)
+        if value is not None and attr == "shape" and value.source is not None and value.shape is not None:
+            return Value(f"{value.source}.shape", SHAPE, example=value.shape)
+        raise self.fail(f"unsupported op getattr(.{attr})")
+
+    # -- the two halves of the last dimension (gated activations) ---------------
+
+    def _chunk(self, op: str, bound: dict[str, Any]) -> Value:
+        """``a, b = x.chunk(2, dim=-1)``."""
+        self.last_dim(bound.get("dim", 0), op)
+        chunks = self.constant(bound.get("chunks"), "number of chunks")
+        if chunks != 2:
+            raise self.fail(
+                f"unsupported {op} into {chunks!r} pieces: only the two halves of the last dimension"
+            )
+        self._split_source(bound["input"], op)
+        self._halves_guard(None, None)
+        return Value(self.node["name"], HALVES)
+
+    def _split(self, op: str, bound: dict[str, Any]) -> Value:
+        """``a, b = x.split(n, dim=-1)`` or ``torch.split(x, [n, n], -1)``, where x holds 2 * n."""
+        self.last_dim(bound.get("dim", 0), op)
+        pieces = self.node.get("shapes") or []
+        if len(pieces) != 2 or pieces[0] != pieces[1]:
+            raise self.fail(
+                f"unsupported {op} into {len(pieces)} pieces: only the two halves of the last dimension"
+            )
+        self._split_source(bound["input"], op)
+        sizes = bound["split_size"]
+        for size in sizes if isinstance(sizes, list) else [sizes]:
+            self._halves_guard(*self._index_number(size, "split size"))
+        return Value(self.node["name"], HALVES)
+
+    def _slice(self, value: Value, index: Any) -> Value:
+        """``x[..., :n]`` and ``x[..., n:]`` (or ``x[:, :, :n]``), where x holds 2 * n."""
+        assert value.shape is not None
+        items = index if isinstance(index, list) else [index]
+        ndim = len(value.shape)
+        if not all(isinstance(i, dict) and ("slice" in i or "ellipsis" in i) for i in items):
+            raise self.fail(f"unsupported indexing with {items!r}")
+        ellipses = [n for n, item in enumerate(items) if "ellipsis" in item]
+        if len(ellipses) > 1 or len(items) - len(ellipses) > ndim:
+            raise self.fail("unsupported indexing")
+        if ellipses:
+            before, after = items[: ellipses[0]], items[ellipses[0] + 1 :]
+            dims = [*range(len(before)), *range(ndim - len(after), ndim)]
+            items = [*before, *after]
+        else:
+            dims = list(range(len(items)))
+        last = None
+        for dim, item in zip(dims, items, strict=True):
+            if dim == ndim - 1:
+                last = item["slice"]
+            elif item["slice"] != [None, None, None]:
+                raise self.fail(
+                    f"unsupported slicing of dim {dim}: only the two halves of the last dimension"
+                )
+        if last is None:
+            raise self.fail("unsupported indexing that keeps the last dimension whole")
+        start, stop, step = last
+        if step not in (None, 1):
+            raise self.fail(f"unsupported slice step {step!r}")
+        if value.kind != SPLIT:
+            raise self.fail("unsupported slice of the last dimension: only an input's two halves")
+        h = self.kernel.shape[-1]
+        (start_expr, start_at), (stop_expr, stop_at) = (
+            self._index_number(start, "slice start"),
+            self._index_number(stop, "slice stop"),
+        )
+        if start_at in (None, 0) and stop_at == h:
+            self._halves_guard(stop_expr, stop_at)
+            return self.half(0)
+        if start_at == h and stop is None:
+            self._halves_guard(start_expr, start_at)
+            return self.half(1)
+        raise self.fail(
+            f"unsupported slice [{start_expr or ''}:{stop_expr or ''}] of the last dimension: only its "
+            "two halves"
+        )
+
+    def _split_source(self, arg: Any, op: str) -> Value:
+        value = self.values[arg["node"]] if isinstance(arg, dict) and "node" in arg else None
+        if value is None or value.kind != SPLIT:
+            what = "another input" if value is not None and value.source else "a computed value"
+            raise self.fail(f"unsupported {op} of {what}: only one forward input splits into halves")
+        return value
+
+    def _index_number(self, arg: Any, what: str) -> tuple[str | None, int | None]:
+        """(forward expression, example value) of a split size or slice bound; (None, None) for None."""
+        if arg is None:
+            return None, None
+        if isinstance(arg, int) and not isinstance(arg, bool):
+            return repr(arg), arg
+        if isinstance(arg, dict) and "attr" in arg and isinstance(arg["value"], int):
+            return on_self(arg["attr"]), arg["value"]
+        if isinstance(arg, dict) and "node" in arg and self.values[arg["node"]].kind == SIZE:
+            size = self.values[arg["node"]]
+            return size.name, size.example
+        raise self.fail(f"unsupported {what} {arg!r}")
+
+    def _halves_guard(self, expr: str | None, value: int | None) -> None:
+        """Refuse, in forward, an input whose last dimension is not two halves of ``expr`` (of equal size)."""
+        x = self.kernel.main
+        why = f"the kernel splits the last dimension of {x} into two halves"
+        if expr is None or expr == f"{x}.shape[-1] // 2":
+            guard = (f"{x}.shape[-1] % 2 != 0", f"{why} of equal size")
+        elif isinstance(value, int) and expr == repr(value):
+            guard = (f"{x}.shape[-1] != {2 * value}", f"{why} of {value}")
+        else:
+            guard = (f"{x}.shape[-1] != 2 * " + (f"({expr})" if " " in expr else expr), f"{why} of {expr}")
+        if guard not in self.kernel.guards:
+            self.kernel.guards.append(guard)
+
+    def half(self, index: int) -> Value:
+        """Half ``index`` of the SPLIT input: a load from its pointer, once per half."""
+        if index not in self.halves:
+            x = self.kernel.main
+            pointer = next((f"{load.ptr}" for load in self.kernel.loads if load.half is not None), "")
+            if not pointer:
+                pointer = f"{self.fresh(x, pointer=True)}_ptr"
+            var = self.fresh(f"{x}_{('first', 'second')[index]}_half")
+            self.kernel.loads.append(Load(var, FULL, x, False, x, half=index, pointer=pointer))
+            self.halves[index] = Value(var, FULL, (f"{x}.dtype",), shape=self.kernel.shape, source=x)
+        return self.halves[index]
+
+    def _size(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.size()`` and ``x.size(-1)`` of an input: numbers forward computes at call time."""
+        value = self.values.get(bound["input"]["node"]) if isinstance(bound["input"], dict) else None
+        if value is None or value.source is None or value.shape is None:
+            raise self.fail("unsupported size of a computed value")
+        dim = bound.get("dim")
+        if dim is None:
+            return Value(f"{value.source}.shape", SHAPE, example=value.shape)
+        if not isinstance(dim, int):
+            raise self.fail(f"unsupported size({dim!r})")
+        return Value(f"{value.source}.shape[{dim}]", SIZE, example=value.shape[dim])
+
+    def _floordiv(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.shape[-1] // 2``."""
+        a, b = bound["input"], bound["other"]
+        size = self.values.get(a["node"]) if isinstance(a, dict) and "node" in a else None
+        if size is None or size.kind != SIZE or isinstance(b, bool) or not isinstance(b, int) or b <= 0:
+            raise self.fail("unsupported op operator.floordiv: only a size divided by a positive number")
+        name = f"({size.name})" if " " in size.name else size.name
+        return Value(f"{name} // {b}", SIZE, example=size.example // b)
+
+    def _centered(self, base: str, a: Value) -> tuple[str, str]:
+        mean = self.reduce(f"{base}_mean", "sum", a.name, "{r} / n_cols")
+        return mean, self.assign(f"{base}_centered", f"{a.name} - {mean}")
+
+    def _var(self, op: str, bound: dict[str, Any]) -> Value:
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        correction = bound.get("correction")
+        if correction is None:
+            unbiased = self.constant(bound.get("unbiased", True), "unbiased")
+            correction = 1 if unbiased else 0
+        c = self.constant(correction, "correction")
+        keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
+        name = self.node["name"]
+        _, centered = self._centered(name, a)
+        divisor = "n_cols" if c == 0 else f"(n_cols - {_literal(c)})"
+        template = f"{{r}} / {divisor}" if op == "var" else f"tl.sqrt({{r}} / {divisor})"
+        var = self.reduce(name, "sum", f"{centered} * {centered}", template)
+        self.tag(op)
+        return self.check_shape(Value(var, ROW if keepdim else ROW_FLAT, a.dtype))
+
+    def _softmax(self, op: str, bound: dict[str, Any]) -> Value:
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        dtype = self.dtype_of(bound["dtype"]) if bound.get("dtype") is not None else a.dtype
+        name = self.node["name"]
+        row_max = self.reduce(f"{name}_max", "max", a.name)
+        if op == "softmax":
+            exp = self.assign(f"{name}_exp", f"tl.exp({a.name} - {row_max})")
+            total = self.reduce(f"{name}_sum", "sum", exp)
+            out = self.assign(name, f"{exp} / {total}")
+        else:
+            shifted = self.assign(f"{name}_shifted", f"{a.name} - {row_max}")
+            total = self.reduce(f"{name}_sum", "sum", f"tl.exp({shifted})")
+            out = self.assign(name, f"{shifted} - tl.log({total})")
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, dtype))
+
+    def _normalized_shape(self, arg: Any) -> None:
+        """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's.
+        ``self.weight.shape`` (nanoGPT's LayerNorm) is the last dimension where the weight is 1-D."""
+        traced = self.values.get(arg["node"]) if isinstance(arg, dict) and "node" in arg else None
+        if traced is not None and traced.kind == SHAPE and len(traced.example or ()) == 1:
+            check = (f"len({traced.name}) != 1", "the kernel normalizes over the last dimension only")
+            if check not in self.kernel.guards:
+                self.kernel.guards.append(check)
+            return
+        shape = arg["value"] if isinstance(arg, dict) and "attr" in arg else arg
+        if isinstance(shape, int | dict):
+            shape = [shape]
+        if (
+            not isinstance(shape, list)
+            or len(shape) != 1
+            or (isinstance(shape[0], dict) and "node" in shape[0])
+        ):
+            raise self.fail(f"unsupported normalized_shape {shape!r}: only the last dimension")
+        if isinstance(arg, dict) and "attr" in arg:
+            check = (
+                f"len({on_self(arg['attr'])}) != 1",
+                "the kernel normalizes over the last dimension only",
+            )
+            if check not in self.kernel.guards:
+                self.kernel.guards.append(check)
+
+    def _affine(self, value: str, bound: dict[str, Any], parts: list[Value]) -> str:
+        name = self.node["name"]
+        expr = value
+        for key, template in (("weight", "{a} * {b}"), ("bias", "{a} + {b}")):
+            if bound.get(key) is None:
+                continue
+            param = self.operand(bound[key], key)
+            if param.kind not in (COL, SCALAR):
+                raise self.fail(f"unsupported {key} of shape {param.shape}")
+            parts.append(param)
+            expr = template.format(a=expr, b=self.floats([param])[0])
+        return self.assign(name, expr)
+
+    def _eps(self, bound: dict[str, Any], a: Value, default: float | None) -> str:
+        eps = bound.get("eps", default)
+        if eps is None or (isinstance(eps, dict) and eps.get("value", 0) is None):
+            # torch's default: the machine epsilon of the input's dtype, known at call time.
+            arg = self.fresh(f"{self.node['name']}_eps")
+            attr = eps["attr"] if isinstance(eps, dict) else None
+            machine = f"torch.finfo({dtype_expr(a.dtype)}).eps"
+            expr = f"{on_self(attr)} if {on_self(attr)} is not None else {machine}" if attr else machine
+            self.kernel.scalars.append((arg, expr))
+            return arg
+        return self.operand(eps, "eps").name
+
+    def _layer_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        self._normalized_shape(bound["normalized_shape"])
+        a = self.row_operand(bound["input"], op)
+        eps = self._eps(bound, a, 1e-5)
+        name = self.node["name"]
+        _, centered = self._centered(name, a)
+        var = self.reduce(f"{name}_var", "sum", f"{centered} * {centered}", "{r} / n_cols")
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({var} + {eps})")
+        parts = [a]
+        out = self._affine(f"{centered} * {rstd}", bound, parts)
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, a.dtype))
+
+    def _rms_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        self._normalized_shape(bound["normalized_shape"])
+        a = self.row_operand(bound["input"], op)
+        eps = self._eps(bound, a, None)
+        name = self.node["name"]
+        mean_square = self.reduce(f"{name}_mean_square", "sum", f"{a.name} * {a.name}", "{r} / n_cols")
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({mean_square} + {eps})")
+        parts = [a]
+        out = self._affine(f"{a.name} * {rstd}", bound, parts)
+        self.tag(op)
+        return self.check_shape(Value(out, FULL, promote(parts)))
+
+    # -- the output -------------------------------------------------------------
+
+    def output(self, node: dict[str, Any]) -> None:
+        args = node.get("args", [])
+        result = args[0] if args else None
+        if not (isinstance(result, dict) and "node" in result):
+            count = len(result) if isinstance(result, list) else "no"
+            raise Unsupported(f"forward returns {count} values; only a single tensor is supported")
+        value = self.values[result["node"]]
+        if value.kind not in (FULL, ROW, ROW_FLAT):
+            raise Unsupported(f"forward returns a {value.kind} value; only tensors of the input's shape")
+        if any(value.name == load.var for load in self.kernel.loads):
+            raise Unsupported("forward returns its input unchanged: nothing to compute")
+        self.kernel.output = value
+
+
+def _module_arguments(node: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
+    """A torch.nn leaf module's configuration as call arguments; numbers read from the module."""
+    path = node["target"]
+    out: dict[str, Any] = {}
+    for key, value in node.get("config", {}).items():
+        if key == "inplace":
+            out[key] = value  # whether it overwrites its input: not a number to read at call time
+        elif key in params:
+            out[key] = {"attr": f"{path}.{key}", "value": value}
+    for key, spec in node.get("params", {}).items():
+        out[key] = {"param": spec}
+    for key in ("weight", "bias"):
+        if key in params and key not in out:
+            out[key] = None
+    return out
