@@ -48,7 +48,8 @@ from runners.celery_app import (
     TRACK_TASK,
 )
 from runners.generators import AVAILABLE as GENERATORS
-from runners.results import CandidateResult, DeviceInfo, ModuleReport, RunReport, module_from_dict
+from runners.messages import GpuRequest, ModuleResult, PublishContext
+from runners.results import CandidateResult, DeviceInfo, MessageError, ModuleReport, RunReport
 
 log = logging.getLogger(__name__)
 CHECK_NAME = "Kernelize"
@@ -445,9 +446,15 @@ def plan_pull_request(
     }
     header = []
     for path, names in by_file.items():
-        request = {**engine, "bundle": bundle, "rel_path": path, "class_names": names}
-        request |= {"modules": config.modules, "notify": {"context": notice}}
-        sig = app.signature(KERNELIZE_FILE_TASK, kwargs={"request": request}, queue=GPU_QUEUE)
+        request = GpuRequest(
+            bundle=bundle,
+            rel_path=path,
+            class_names=names,
+            modules=config.modules,
+            notify={"context": notice},
+            **engine,
+        )
+        sig = app.signature(KERNELIZE_FILE_TASK, kwargs={"request": request.to_dict()}, queue=GPU_QUEUE)
         sig.link(app.signature(PROGRESS_TASK, kwargs={"context": notice}, queue=GITHUB_QUEUE))
         header.append(sig)
     task_ids = [str(sig.freeze().id) for sig in header]
@@ -463,27 +470,27 @@ def plan_pull_request(
                 tid: [f"{p}::{n}" for n in by_file[p]] for tid, p in zip(task_ids, by_file, strict=True)
             },
         }
-    context = {
-        "installation_id": installation_id,
-        "owner": owner,
-        "repo": repo,
-        "number": number,
-        "head_sha": head_sha,
-        "check_run_id": check_run_id,
-        "targets": found,
-        "over": [f"{t['path']}::{t['class_name']}" for t in over],
-        "max_modules": config.max_modules,
-        "patches": patches,
-        "key": key,
-        "job_id": job_id,
-        "comment_id": comment_id,
-        "mode": mode,
-        "when_nothing_found": config.comment.when_nothing_found,
-        "min_speedup": engine["min_speedup"],
-        "min_speedup_vs_compile": config.min_speedup_vs_compile,
-        "private": pull.private,
-        "kernelized": kernelized,
-    }
+    context = PublishContext(
+        installation_id=installation_id,
+        owner=owner,
+        repo=repo,
+        number=number,
+        head_sha=head_sha,
+        check_run_id=check_run_id,
+        targets=found,
+        over=[f"{t['path']}::{t['class_name']}" for t in over],
+        max_modules=config.max_modules,
+        patches=patches,
+        key=key,
+        job_id=job_id,
+        comment_id=comment_id,
+        mode=mode,
+        when_nothing_found=config.comment.when_nothing_found,
+        min_speedup=engine["min_speedup"],
+        min_speedup_vs_compile=config.min_speedup_vs_compile,
+        private=pull.private,
+        kernelized=kernelized,
+    )
     if not header:  # every changed class is an applied suggestion, unchanged: nothing to run
         publish_pull_request([], context)
         return {"modules": 0, "kernelized": len(kernelized), "check_run_id": check_run_id, "job_id": job_id}
@@ -493,20 +500,20 @@ def plan_pull_request(
     return {"modules": len(found), "check_run_id": check_run_id, "job_id": job_id}
 
 
-def run_chord(app: Any, header: list[Any], context: dict[str, Any]) -> Any:
+def run_chord(app: Any, header: list[Any], context: PublishContext) -> Any:
     """The modules' GPU tasks, then publishing; if any of them fails (its worker lost, a time
     limit, an exception), the error callback fails the job and completes the check run instead.
 
     The callback takes the failed task's id alone (Celery's old-style errback), so Celery sends it
     through the queue to a github worker: a GPU worker never runs GitHub code."""
-    body = app.signature(PUBLISH_TASK, kwargs={"context": context})
-    body.link_error(app.signature(PUBLISH_FAILED_TASK, kwargs={"context": context}))
+    body = app.signature(PUBLISH_TASK, kwargs={"context": context.to_dict()})
+    body.link_error(app.signature(PUBLISH_FAILED_TASK, kwargs={"context": context.to_dict()}))
     return chord(header)(body)
 
 
 def publish_failed(
     failed_task_id: str,
-    context: dict[str, Any],
+    context: PublishContext,
     why: str,
     task_errors: dict[str, str] | None = None,
 ) -> dict[str, Any]:
@@ -514,12 +521,12 @@ def publish_failed(
     completed with the reason and each module's state (``task_errors``: the failed GPU tasks' ids →
     what each raised), and a command gets its answer. Idempotent (a repeated call finds the job
     ended and the check run completed, and says so again)."""
-    owner, repo, number = context["owner"], context["repo"], context["number"]
+    owner, repo, number = context.owner, context.repo, context.number
     detail = f"a module's GPU task failed ({why}); no results were published"[:1000]
-    job_id = context.get("job_id")
+    job_id = context.job_id
     if job_id is not None and _finish(job_id, "failed", detail=detail) == "cancelled":
         return {"cancelled": True}
-    client = _client(context["installation_id"])
+    client = _client(context.installation_id)
     summary = (
         f"Kernelize could not finish: {detail}. Task `{failed_task_id}`. "
         "Comment `/kernelize` on the pull request to run it again."
@@ -533,8 +540,39 @@ def publish_failed(
     modules = publish.advance(modules, failed)
     out = publish.check_run_progress(modules, error=summary[:60000], dashboard=_dashboard_url(owner, repo))
     _complete_check_run(client, context, out)
-    _tell(client, owner, repo, number, context.get("comment_id"), summary, failed=True)
+    _tell(client, owner, repo, number, context.comment_id, summary, failed=True)
     return {"failed": detail}
+
+
+def _read_results(
+    results: Sequence[dict[str, Any]], job_id: int | None
+) -> tuple[list[ModuleResult], dict[str, str]]:
+    """The GPU tasks' results (in the order the tasks were sent), read; and those refused, by the
+    task's id (its place when the job does not list it): the reason, as a failed task's error reads."""
+    read, refused = [], {}
+    for i, result in enumerate(results):
+        try:
+            read.append(ModuleResult.from_dict(result))
+        except MessageError as exc:
+            refused[i] = _exception_line(exc)
+    if not refused:
+        return read, {}
+    ids: list[str] = []
+    if job_id is not None:
+        with _sessions()() as session:
+            job = session.get(Job, job_id)
+            ids = list(job.task_ids or []) if job is not None else []
+    return read, {ids[i] if i < len(ids) else f"result {i + 1}": why for i, why in refused.items()}
+
+
+def _read_context(context: Any) -> PublishContext:
+    """The publish step's context, read. One this worker cannot read says nowhere it could trust to
+    report to: the reason is logged, and the task fails with it."""
+    try:
+        return PublishContext.from_dict(context)
+    except MessageError as exc:
+        log.error("a publish context was refused: %s", exc)
+        raise
 
 
 def _job_progress(job_id: int | None) -> tuple[list[publish.ModuleProgress], dict[str, list[str]]]:
@@ -549,17 +587,17 @@ def _job_progress(job_id: int | None) -> tuple[list[publish.ModuleProgress], dic
 
 
 def _complete_check_run(
-    client: InstallationClient, context: dict[str, Any], out: publish.CheckOutput
+    client: InstallationClient, context: PublishContext, out: publish.CheckOutput
 ) -> None:
     """Complete the job's check run with ``out``, kept with the job first: a progress update that
     reaches GitHub after this one is followed by it again (:func:`show_progress`)."""
-    job_id, output = context.get("job_id"), out.as_output()
+    job_id, output = context.job_id, out.as_output()
     if job_id is not None:
         with _sessions()() as session, session.begin():
             final = {"conclusion": out.conclusion, "output": output}
             session.execute(update(Job).where(Job.id == job_id).values(check_final=final))
-    owner, repo = context["owner"], context["repo"]
-    client.update_check_run(owner, repo, context["check_run_id"], conclusion=out.conclusion, output=output)
+    owner, repo = context.owner, context.repo
+    client.update_check_run(owner, repo, context.check_run_id, conclusion=out.conclusion, output=output)
 
 
 # ---------------------------------------------------------------------------
@@ -573,8 +611,15 @@ def record_progress(
     context: dict[str, Any], result: dict[str, Any] | None = None, running: Sequence[str] = ()
 ) -> dict[str, Any]:
     """A file's GPU task started (``running``: its targets) or finished (``result``: what it
-    returned): the job's modules move forward and the check run shows them (:func:`show_progress`)."""
-    updates = [publish.module_progress(module_from_dict(m)) for m in (result or {}).get("modules", [])]
+    returned, a :class:`ModuleResult`): the job's modules move forward and the check run shows them
+    (:func:`show_progress`). A result this worker cannot read is only logged here: publishing (the
+    chord) reads it too, and fails the job with the reason."""
+    try:
+        modules = ModuleResult.from_dict(result).modules if result is not None else []
+    except MessageError as exc:
+        log.error("job %s: a GPU task's result was refused: %s", context.get("job_id"), exc)
+        return {"refused": str(exc)}
+    updates = [publish.module_progress(m) for m in modules]
     updates += [publish.ModuleProgress(target, "running") for target in running]
     return show_progress(context, updates)
 
@@ -733,7 +778,7 @@ def _ms(c: CandidateResult, name: str) -> float | None:
 
 def _record_suggestions(
     client: InstallationClient,
-    context: dict[str, Any],
+    context: PublishContext,
     plan: publish.ReviewPlan,
     reports: Sequence[ModuleReport],
     winners: dict[tuple[str, str], str],
@@ -743,16 +788,14 @@ def _record_suggestions(
     """Store what the review suggested, and the verified code the summary shows instead (held back
     from the review: ``/kernelize apply`` can commit it), for tracking; a failure here never blocks
     the results."""
-    owner, repo, number = context["owner"], context["repo"], context["number"]
+    owner, repo, number = context.owner, context.repo, context.number
     try:
         review = next((r for r in client.reviews(owner, repo, number) if marker in r.body), None)
         lines = client.review_comments(owner, repo, number, review.id) if review else []
         modules = {m.target: m for m in reports}
-        originals = {
-            f"{t['path']}::{t['class_name']}": t.get("original_sha256", "") for t in context["targets"]
-        }
+        originals = {f"{t['path']}::{t['class_name']}": t.get("original_sha256", "") for t in context.targets}
         offered = [(sug, next((c for c in lines if sug.marker in c.body), None)) for sug in plan.suggestions]
-        offered += [(sug, None) for sug in publish.held_suggestions(plan, context["targets"], reports)]
+        offered += [(sug, None) for sug in publish.held_suggestions(plan, context.targets, reports)]
         rows = []
         for sug, line in offered:
             m = modules[sug.target]
@@ -762,11 +805,11 @@ def _record_suggestions(
                 continue
             rows.append(
                 {
-                    "installation_id": context["installation_id"],
+                    "installation_id": context.installation_id,
                     "repository": f"{owner}/{repo}",
-                    "private": bool(context.get("private", True)),
+                    "private": context.private,
                     "pull_number": number,
-                    "head_sha": context["head_sha"],
+                    "head_sha": context.head_sha,
                     "path": sug.path,
                     "start_line": sug.start_line,
                     "end_line": sug.end_line,
@@ -907,38 +950,44 @@ def _dashboard_url(owner: str, repo: str) -> str | None:
     return f"{base.rstrip('/')}/repos/{owner}/{repo}" if base else None
 
 
-def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-    owner, repo, number, head_sha = context["owner"], context["repo"], context["number"], context["head_sha"]
-    client = _client(context["installation_id"])
-    comment_id = context.get("comment_id")
-    reports = [module_from_dict(m) for r in results for m in r["modules"]]
+def publish_pull_request(results: list[dict[str, Any]], context: PublishContext) -> dict[str, Any]:
+    """The chord's end: ``results``, one :class:`ModuleResult` per GPU task in the order they were
+    sent, become the review, the summary comment and the check run's verdict. A result this worker
+    cannot read fails the job as a failed task does (:func:`publish_failed`), with its reason."""
+    owner, repo, number, head_sha = context.owner, context.repo, context.number, context.head_sha
+    read, refused = _read_results(results, context.job_id)
+    if refused:
+        task_id, why = next(iter(refused.items()))
+        return publish_failed(task_id, context, why, refused)
+    client = _client(context.installation_id)
+    comment_id = context.comment_id
+    reports = [m for r in read for m in r.modules]
     gpu_seconds = sum(c.wall_s or 0.0 for m in reports for c in m.candidates)
-    job_id = context.get("job_id")
+    job_id = context.job_id
     if job_id is not None and _finish(job_id, "done", gpu_seconds=gpu_seconds) == "cancelled":
         return {"cancelled": True}
-    reports += planning.over_limit(context.get("over", []), int(context.get("max_modules", 0)))
-    reports += [_kernelized_report(k) for k in context.get("kernelized", [])]
-    device = DeviceInfo(**results[0]["device"]) if results else DeviceInfo("cpu", "unknown", "", "")
-    min_speedup = float(context.get("min_speedup") or _settings().min_speedup)
+    reports += planning.over_limit(context.over, context.max_modules)
+    reports += [_kernelized_report(k) for k in context.kernelized]
+    device = read[0].device if read else DeviceInfo("cpu", "unknown", "", "")
     run = RunReport(
         device=device,
         modules=reports,
-        min_speedup=min_speedup,
-        min_speedup_vs_compile=context.get("min_speedup_vs_compile"),
+        min_speedup=context.min_speedup,
+        min_speedup_vs_compile=context.min_speedup_vs_compile,
     )
     plan, winners = planning.review(
         reports,
-        context["targets"],
-        context["patches"],
+        context.targets,
+        context.patches,
         head_sha,
         device=device,
         min_speedup=run.min_speedup,
-        summary_only=context.get("mode") == "summary-only",
+        summary_only=context.mode == "summary-only",
         min_speedup_vs_compile=run.min_speedup_vs_compile,
     )
     _mark_outdated(client, owner, repo, number, head_sha)
     review_id = None
-    marker = f"<!-- kernelize:review key={context['key']} -->"
+    marker = f"<!-- kernelize:review key={context.key} -->"
     posted = any(marker in body for body in client.review_bodies(owner, repo, number))
     if plan.comments and not posted:  # a redelivered publish never posts the same review twice
         body = f"{plan.body}\n{marker}"
@@ -948,7 +997,7 @@ def publish_pull_request(results: list[dict[str, Any]], context: dict[str, Any])
     dashboard = _dashboard_url(owner, repo)
     summary = publish.summary_comment(run, reports, head_sha, plan, dashboard)
     # Nothing to say: no new comment unless configured (an earlier summary is still brought up to date).
-    speak = bool(winners) or context.get("when_nothing_found") == "summary" or comment_id is not None
+    speak = bool(winners) or context.when_nothing_found == "summary" or comment_id is not None
     summary_id = client.upsert_comment(owner, repo, number, publish.SUMMARY_MARKER, summary, create=speak)
     out = publish.check_run_output(run, reports, plan, dashboard=dashboard)
     _complete_check_run(client, context, out)
@@ -1115,12 +1164,13 @@ def register(app: Any) -> None:
 
     @app.task(name=PUBLISH_TASK, shared=False, acks_late=True)  # type: ignore[untyped-decorator]
     def _publish(results: list[dict[str, Any]], context: dict[str, Any]) -> dict[str, Any]:
-        return publish_pull_request(results, context)
+        return publish_pull_request(results, _read_context(context))
 
     @app.task(name=PUBLISH_FAILED_TASK, shared=False, bind=True, acks_late=True)  # type: ignore[untyped-decorator]
     def _publish_failed(self: Any, failed_task_id: str, context: dict[str, Any]) -> dict[str, Any]:
+        read = _read_context(context)
         why = _failure(self.app, failed_task_id)
-        return publish_failed(failed_task_id, context, why, _task_errors(self.app, context.get("job_id")))
+        return publish_failed(failed_task_id, read, why, _task_errors(self.app, read.job_id))
 
     # Called with a GPU task's result (its link) or its targets (its start notice); nothing to keep.
     @app.task(name=PROGRESS_TASK, shared=False, acks_late=True, ignore_result=True)  # type: ignore[untyped-decorator]

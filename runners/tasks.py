@@ -2,8 +2,10 @@
 
 ``kernelize_file`` takes the changed classes of one file (the bot sends one per
 file: the file's suggestions are checked applied together); ``kernelize_module``
-is the same for one class. Each receives everything in its message (the source
-bundle, the targets, the engine settings) and returns plain reports. They never
+is the same for one class. Each receives everything in its message (a
+``GpuRequest``, ``runners/messages.py``: the source bundle, the targets, the engine
+settings), refuses one it cannot read with its one-line reason, and returns a
+``ModuleResult``. They never
 reach GitHub: no token, no clone, no database. Generator resources that belong to the machine
 (model weights, a candidates folder, an inference server) come from its own
 environment: ``KERNELIZE_MODEL``, ``KERNELIZE_CANDIDATES_DIR``,
@@ -28,7 +30,8 @@ from runners.discover import DiscoveryError
 from runners.generators import GeneratorError, default_portfolio, make_generator
 from runners.generators.base import Generator
 from runners.inputs import ConfigError, ModuleEntry, parse_module_entry
-from runners.results import CandidateResult, ModuleReport, Status, to_dict
+from runners.messages import GpuRequest, ModuleResult
+from runners.results import CandidateResult, MessageError, ModuleReport, Status
 
 KERNELIZE_MODULE = "kernelize.kernelize_module"
 KERNELIZE_FILE = "kernelize.kernelize_file"
@@ -60,43 +63,46 @@ def _skipped(target: str, rel_path: str, class_name: str, reason: str) -> Module
 
 
 def kernelize_file(request: dict[str, Any]) -> dict[str, Any]:
-    """``request``: bundle, rel_path, class_names (the file's classes to kernelize), generators,
-    samples, min_speedup, timeout_s, device ("auto"), modules (the repo config's ``modules:``
-    section).
+    """``request``: a :class:`~runners.messages.GpuRequest` as it crossed the queue, read strictly (one
+    this worker cannot read raises :class:`~runners.results.MessageError`: the task fails with its
+    one-line reason, which the pull request's check run shows as the module's error).
 
     One task per file, so the file's suggestions are checked applied together while every class's
-    judge still holds its answers (``runners/together.py``). Returns ``{"device": DeviceInfo dict,
-    "modules": [ModuleReport dict, one per class name, in that order]}``."""
-    rel_path, names = request["rel_path"], list(request["class_names"])
-    device = _device(request.get("device", "auto"))
-    reports = [to_dict(r) for r in _kernelize_file(request, device, rel_path, names)]
-    return {"device": to_dict(pipeline.describe_device(device)), "modules": reports}
+    judge still holds its answers (``runners/together.py``). Returns a
+    :class:`~runners.messages.ModuleResult` (one report per class name, in that order), as a dict."""
+    return run_request(GpuRequest.from_dict(request)).to_dict()
 
 
-def _kernelize_file(
-    request: dict[str, Any], device: str, rel_path: str, names: list[str]
-) -> list[ModuleReport]:
+def run_request(request: GpuRequest) -> ModuleResult:
+    """What :func:`kernelize_file` does once its request is read."""
+    device = _device(request.device)
+    reports = _kernelize_file(request, device)
+    return ModuleResult(device=pipeline.describe_device(device), modules=reports)
+
+
+def _kernelize_file(request: GpuRequest, device: str) -> list[ModuleReport]:
+    rel_path, names = request.rel_path, list(request.class_names)
     targets = {name: f"{rel_path}::{name}" for name in names}
     refused = sandbox.refusal(device)
     if refused:  # the pull request's code runs only in a sandbox: none here, so none of it runs
         return [_skipped(targets[n], rel_path, n, f"{refused}; {REFUSED}") for n in names]
     settings = pipeline.Settings(
         device=device,
-        timeout_s=float(request.get("timeout_s", 300)),
-        min_speedup=float(request.get("min_speedup", 1.05)),
-        samples=int(request.get("samples", 4)),
-        dtype=(request.get("dtypes") or [None])[0],
-        tolerance=request.get("tolerance"),
+        timeout_s=request.timeout_s,
+        min_speedup=request.min_speedup,
+        samples=request.samples,
+        dtype=request.dtypes[0] if request.dtypes else None,
+        tolerance=request.tolerance,
     )
     with tempfile.TemporaryDirectory(prefix="kernelize-bundle-") as tmp:
         root = Path(tmp)
         try:
-            unpack(request["bundle"], root)
-            entries = module_entries(request.get("modules") or {})
+            unpack(request.bundle, root)
+            entries = module_entries(request.modules)
         except (BundleError, ConfigError, OSError) as exc:
             return [_skipped(targets[n], rel_path, n, str(exc)) for n in names]
         options = worker_options(device)
-        wanted = request.get("generators")
+        wanted: Sequence[str] = request.generators
         unavailable: dict[str, str] = {}
         if not wanted:  # the repository did not choose: everything this worker can run
             wanted, unavailable = default_portfolio(device, options)
@@ -156,31 +162,31 @@ def kernelize_classes(
 
 
 def kernelize_module(request: dict[str, Any]) -> dict[str, Any]:
-    """:func:`kernelize_file` for one class (``class_name``). Returns ``{"device": DeviceInfo dict,
-    "module": ModuleReport dict}``."""
-    out = kernelize_file({**request, "class_names": [request["class_name"]]})
-    return {"device": out["device"], "module": out["modules"][0]}
+    """:func:`kernelize_file` for a request that names one class."""
+    read = GpuRequest.from_dict(request)
+    if len(read.class_names) != 1:
+        raise MessageError(f"the GPU request names {len(read.class_names)} classes, not the one it takes")
+    return run_request(read).to_dict()
 
 
-def announce_start(app: Any, request: dict[str, Any]) -> None:
-    """Tell the github side that this task's classes are running: ``request["notify"]`` (the bot's
+def announce_start(app: Any, request: GpuRequest) -> None:
+    """Tell the github side that this task's classes are running: ``request.notify`` (the bot's
     keyword arguments for ``kernelize.progress``, opaque here) goes back on the github queue with the
     targets. Only a message to the broker: the GitHub call is made there, by a worker holding the
     credentials. A notice that cannot be sent is logged and the work goes on."""
-    notify = request.get("notify")
-    if not notify:
+    if not request.notify:
         return
-    names = request.get("class_names") or [request.get("class_name", "")]
-    running = [f"{request['rel_path']}::{name}" for name in names]
+    running = [f"{request.rel_path}::{name}" for name in request.class_names]
     try:
-        app.signature(PROGRESS_TASK, kwargs={**notify, "running": running}, queue=GITHUB_QUEUE).apply_async()
+        kwargs = {**request.notify, "running": running}
+        app.signature(PROGRESS_TASK, kwargs=kwargs, queue=GITHUB_QUEUE).apply_async()
     except KombuError as exc:
         log.warning("could not announce %s: %s", ", ".join(running), exc)
 
 
 def _announced(task: Callable[[dict[str, Any]], dict[str, Any]]) -> Callable[..., dict[str, Any]]:
     def run(self: Any, request: dict[str, Any]) -> dict[str, Any]:
-        announce_start(self.app, request)
+        announce_start(self.app, GpuRequest.from_dict(request))  # a request it cannot read: no notice
         return task(request)
 
     run.__name__, run.__doc__ = task.__name__, task.__doc__

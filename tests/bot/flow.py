@@ -25,6 +25,7 @@ from bot.settings import load_settings
 from bot.web import create_app
 from runners import tasks as runner_tasks
 from runners.celery_app import make_celery
+from runners.messages import PublishContext
 from tests.fake_github import FakeGitHub, added_file_patch, fake_sha
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,6 +103,21 @@ def pr_event(action: str, head: str, sender: str = "maintainer", **pr: Any) -> d
     payload["pull_request"]["head"]["sha"] = head
     payload["sender"].update(login=sender, type="Bot" if sender.endswith("[bot]") else "User")
     return payload
+
+
+def publish_context(job: dict[str, Any], **fields: Any) -> PublishContext:
+    """The publish context of a job ``running_job`` made (``job``: what it returned), for this
+    world's pull request with nothing planned; ``fields`` set on it."""
+    planned: dict[str, Any] = {
+        "head_sha": HEAD,
+        "key": "k",
+        "targets": [],
+        "patches": {},
+        "mode": "suggestions",
+        "when_nothing_found": "silent",
+        "max_modules": 10,
+    }
+    return PublishContext(**{**job, **planned, **fields})
 
 
 @contextlib.contextmanager

@@ -5,8 +5,9 @@
 App's key come in the environment, with the database). ``gpu``: runners/tasks.py's tasks as
 registered for production (each announces its start), with the engine replaced by canned reports
 so the test decides when each file finishes: a file's task waits for the Redis key
-``kernelize-test:release:<path>``, and raises when ``kernelize-test:explode:<path>`` is set. The
-GPU side gets the broker only: no GitHub key, no database.
+``kernelize-test:release:<path>``, and raises when ``kernelize-test:explode:<path>`` is set. While
+``kernelize-test:gpu-request-version`` is set, the GPU side reads that version of the GPU request
+only (a worker of another release). The GPU side gets the broker only: no GitHub key, no database.
 """
 
 from __future__ import annotations
@@ -17,12 +18,15 @@ import time
 from typing import Any
 
 import redis
+from celery.signals import task_prerun
 
 from runners.celery_app import make_celery
-from runners.results import CandidateResult, DeviceInfo, ModuleReport, Status, Verdict, to_dict
+from runners.messages import GPU_REQUEST_VERSION, GpuRequest, ModuleResult
+from runners.results import CandidateResult, DeviceInfo, ModuleReport, Status, Verdict
 
 BROKER = os.environ["KERNELIZE_TEST_BROKER"]
 RELEASE, EXPLODE = "kernelize-test:release:", "kernelize-test:explode:"
+READS = "kernelize-test:gpu-request-version"
 DEVICE = DeviceInfo(kind="cuda", name="Test GPU", torch="0.0", triton="0.0", driver="0", cuda="0")
 
 app = make_celery(BROKER, BROKER)
@@ -55,7 +59,8 @@ def _report(path: str, name: str) -> ModuleReport:
 
 
 def kernelize_file(request: dict[str, Any]) -> dict[str, Any]:
-    path = request["rel_path"]
+    read = GpuRequest.from_dict(request)
+    path = read.rel_path
     deadline = time.monotonic() + 120
     while not _redis.exists(RELEASE + path):
         if _redis.exists(EXPLODE + path):
@@ -63,8 +68,7 @@ def kernelize_file(request: dict[str, Any]) -> dict[str, Any]:
         if time.monotonic() > deadline:
             raise TimeoutError(f"{path} was never released")
         time.sleep(0.05)
-    modules = [to_dict(_report(path, name)) for name in request["class_names"]]
-    return {"device": to_dict(DEVICE), "modules": modules}
+    return ModuleResult(DEVICE, [_report(path, name) for name in read.class_names]).to_dict()
 
 
 if os.environ["KERNELIZE_TEST_ROLE"] == "github":
@@ -76,3 +80,7 @@ else:
 
     runner_tasks.kernelize_file = kernelize_file  # what register() wraps and registers
     runner_tasks.register(app)
+
+    @task_prerun.connect  # type: ignore[untyped-decorator]
+    def _reads(**_: Any) -> None:
+        GpuRequest.VERSION = int(_redis.get(READS) or GPU_REQUEST_VERSION)

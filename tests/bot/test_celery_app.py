@@ -188,6 +188,7 @@ def test_a_module_task_that_fails_ends_the_job_through_the_error_callback(
 ) -> None:
     from bot.tasks import run_chord
     from runners.celery_app import GPU_QUEUE, KERNELIZE_TASK, make_celery
+    from tests.bot.flow import publish_context
 
     redis_client.delete("kernelize-test:chord")
     app = make_celery(redis_url, redis_url)
@@ -199,9 +200,11 @@ def test_a_module_task_that_fails_ends_the_job_through_the_error_callback(
         )
         for n in ("A", "B")
     ]
-    run_chord(app, header, {"job_id": 7})
+    job = {"installation_id": 1, "owner": "o", "repo": "r", "number": 1, "check_run_id": 2, "job_id": 7}
+    context = publish_context(job)
+    run_chord(app, header, context)
     outcome = _chord_outcome(redis_client)
-    assert outcome["context"] == {"job_id": 7}
+    assert outcome["context"] == context.to_dict()  # the publish step and its error callback get it whole
     if not explode:
         assert sorted(r["module"] for r in outcome["published"]) == ["A", "B"]
     else:

@@ -15,7 +15,9 @@ import pytest
 
 from bot import tasks
 from bot.models import Installation, Job
-from tests.bot.flow import EXAMPLES, HEAD, INSTALLATION, NUMBER, OWNER, REPO, SOURCE, World
+from runners.messages import MODULE_RESULT_VERSION, ModuleResult
+from runners.results import DeviceInfo, ModuleReport
+from tests.bot.flow import EXAMPLES, HEAD, INSTALLATION, NUMBER, OWNER, REPO, SOURCE, World, publish_context
 from tests.fake_github import added_file_patch, fake_sha
 
 
@@ -254,10 +256,10 @@ def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(
     context = running_job(requested_by="maintainer", modules=1)
     check_run_id, job_id = context["check_run_id"], context["job_id"]
     world.comment("/kernelize status")  # a comment to answer on
-    context["comment_id"] = world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id
+    comment_id = world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id
     why = "ChordError: Dependency 1234 raised TimeLimitExceeded(600)"
     for _ in range(2):  # a redelivered callback says the same, and changes nothing more
-        assert tasks.publish_failed("1234", context, why) == {
+        assert tasks.publish_failed("1234", publish_context(context, comment_id=comment_id), why) == {
             "failed": f"a module's GPU task failed ({why}); no results were published"
         }
     [run] = [c for c in world.checks() if c.id == check_run_id]
@@ -267,3 +269,38 @@ def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(
         done = session.get(Job, job_id)
         assert done.state == "failed" and "TimeLimitExceeded" in done.detail
     assert "Kernelize could not finish" in world.replies()[-1]
+
+
+def test_a_result_the_github_worker_cannot_read_fails_the_job_with_its_reason(
+    world: World, running_job: Callable[..., dict[str, Any]]
+) -> None:
+    """A GPU worker of a newer release answers with a newer module result: publishing refuses it
+    rather than read part of it, and the reason reaches what the user sees: the check run's summary
+    and the module's row, the job's detail and the command's reply. Nothing is reviewed."""
+    target = "models/layers.py::RMSNorm"
+    progress = {"seq": 0, "modules": [{"target": target, "state": "running"}], "tasks": {"gpu-1": [target]}}
+    context = running_job(requested_by="maintainer", modules=1, task_ids=["gpu-1"], progress=progress)
+    world.comment("/kernelize status")  # a comment to answer on
+    comment_id = world.fake.issue_comments[(OWNER, REPO, NUMBER)][0].id
+    report = ModuleReport(target, "models/layers.py", "RMSNorm")
+    newer = ModuleResult(DeviceInfo("cuda", "Test GPU", "", ""), [report]).to_dict()
+    newer["version"] = MODULE_RESULT_VERSION + 1
+    # Its start notice came first; its link (the result) is only logged: the chord reports it.
+    assert tasks.record_progress(context, newer)["refused"].startswith("the module result is version")
+
+    out = tasks.publish_pull_request([newer], publish_context(context, comment_id=comment_id))
+
+    reason = (
+        f"MessageError: the module result is version {MODULE_RESULT_VERSION + 1}; this github worker "
+        f"reads version {MODULE_RESULT_VERSION} only (another Kernelize release)"
+    )
+    assert out == {"failed": f"a module's GPU task failed ({reason}); no results were published"}
+    [run] = world.checks()
+    assert (run.status, run.conclusion, run.output["title"]) == ("completed", "failure", "Kernelize failed")
+    assert reason in run.output["summary"] and "Task `gpu-1`" in run.output["summary"]
+    assert f"| `{target}` | error | {reason} |" in run.output["summary"]
+    with world.sessions() as session:
+        job = session.get(Job, context["job_id"])
+        assert job.state == "failed" and reason in job.detail
+    assert reason in world.replies()[-1] and world.reactions(comment_id)[-1] == "confused"
+    assert not world.reviews()

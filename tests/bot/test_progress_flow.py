@@ -21,10 +21,12 @@ from bot import db, tasks
 from bot.github import InstallationClient
 from bot.models import Job
 from runners.celery_app import PLAN_TASK, PROGRESS_TASK, make_celery
-from tests.bot.flow import HEAD, INSTALLATION, NUMBER, OWNER, REPO, World
+from runners.messages import GPU_REQUEST_VERSION
+from tests.bot.flow import HEAD, INSTALLATION, NUMBER, OWNER, REPO, World, publish_context
 from tests.fake_github import FakeGitHub, added_file_patch, fake_sha
 
 RELEASE, EXPLODE = "kernelize-test:release:", "kernelize-test:explode:"
+READS = "kernelize-test:gpu-request-version"  # the version the GPU worker reads (progress_worker_tasks.py)
 PATCH_RUN = r"/check-runs/\d+$"
 A, B = "models/a.py::A", "models/b.py::B"
 SOURCES = {
@@ -201,6 +203,35 @@ def test_a_module_whose_task_fails_is_named_with_its_error(progress: Progress) -
     assert not progress.fake.reviews.get((OWNER, REPO, NUMBER))
 
 
+def test_a_gpu_worker_of_another_release_refuses_the_request_and_the_check_run_says_why(
+    progress: Progress,
+) -> None:
+    """The GPU worker reads another version of the GPU request: it refuses it before running
+    anything (no start notice), and its one-line reason, carried back through the result backend,
+    is what the check run says for the module and the job."""
+    progress.redis.set(READS, GPU_REQUEST_VERSION + 1)
+    progress.plan()
+
+    def completed() -> bool:
+        return any(r.status == "completed" for r in progress.fake.check_runs.get((OWNER, REPO), []))
+
+    progress.until("the check run was not completed", completed)
+    run = progress.run()
+    reason = (
+        f"the GPU request is version {GPU_REQUEST_VERSION}; this GPU worker reads version "
+        f"{GPU_REQUEST_VERSION + 1} only (another Kernelize release)"
+    )
+    assert (run.conclusion, run.output["title"]) == ("failure", "Kernelize failed")
+    table = rows(run.output["summary"])
+    assert table[A] == ["error", f"MessageError: {reason}"]
+    assert table[B] in (table[A], ["stopped", "—"])  # refused as well, unless the job ended first
+    job = progress.job()
+    assert job.state == "failed" and reason in job.detail
+    assert not progress.fake.reviews.get((OWNER, REPO, NUMBER))
+    shown = [rows(r.json["output"]["summary"]) for r in progress.patches()]
+    assert all(t[A][0] != "running" for t in shown)  # never started: refused first
+
+
 # ---------------------------------------------------------------------------
 # A progress update that reaches GitHub after the end (two github workers racing), in-process
 
@@ -224,7 +255,8 @@ def test_an_update_that_reaches_github_after_the_end_is_followed_by_the_end_agai
         # The progress update is on its way when the job ends, and arrives after the end.
         if kwargs.get("status") == "in_progress" and not ended:
             ended.append(True)
-            tasks.publish_failed("chord-1", context, "ChordError: boom", {"task-b": "RuntimeError: boom"})
+            failed = {"task-b": "RuntimeError: boom"}
+            tasks.publish_failed("chord-1", publish_context(context), "ChordError: boom", failed)
         real(self, *args, **kwargs)
 
     monkeypatch.setattr(InstallationClient, "update_check_run", end_first)

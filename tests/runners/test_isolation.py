@@ -385,6 +385,7 @@ def test_a_gpu_task_on_a_host_that_cannot_isolate_is_refused(tmp_path: Path, mon
     check run shows it as the module's reason)."""
     from runners import tasks
     from runners.bundle import pack
+    from runners.messages import GpuRequest
 
     mark = tmp_path / "it-ran"
     source = (
@@ -393,9 +394,10 @@ def test_a_gpu_task_on_a_host_that_cannot_isolate_is_refused(tmp_path: Path, mon
     )
     monkeypatch.setenv(sandbox.BWRAP_ENV, "/bin/false")
     bundle = pack({"m.py": source})
-    out = tasks.kernelize_module({"bundle": bundle, "rel_path": "m.py", "class_name": "M", "device": "cpu"})
-    assert out["module"]["status"] == "skipped"
-    assert out["module"]["reason"] == (
+    request = GpuRequest(bundle=bundle, rel_path="m.py", class_names=["M"], device="cpu")
+    [module] = tasks.kernelize_module(request.to_dict())["modules"]
+    assert module["status"] == "skipped"
+    assert module["reason"] == (
         "isolation unavailable: false exited with code 1 before the sandbox started; "
         "this GPU worker runs no code from pull requests without its sandbox (docs/self-hosting.md)"
     )

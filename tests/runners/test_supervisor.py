@@ -267,6 +267,7 @@ def test_metrics_of_the_children(redis_client: Any, supervised: Any) -> None:
 def test_kernelize_worker_gpus_runs_the_engine_task(redis_client: Any, tmp_path: Path) -> None:
     """The real command: ``kernelize worker --queues gpu --gpus 0`` takes a kernelize_module task."""
     from runners.celery_app import KERNELIZE_TASK, make_celery
+    from runners.messages import GpuRequest
 
     port = _free_port()
     env = {**os.environ, "KERNELIZE_BROKER_URL": REDIS_URL, "KERNELIZE_RESULT_BACKEND": REDIS_URL}
@@ -278,10 +279,10 @@ def test_kernelize_worker_gpus_runs_the_engine_task(redis_client: Any, tmp_path:
         )
     try:
         app = make_celery(REDIS_URL, REDIS_URL)
-        request = {"bundle": "not a bundle", "rel_path": "m.py", "class_name": "M", "device": "cpu"}
-        result = app.send_task(KERNELIZE_TASK, kwargs={"request": request}, queue="gpu")
-        report = result.get(timeout=120)
-        assert report["module"]["status"] == "skipped"
+        request = GpuRequest(bundle="not a bundle", rel_path="m.py", class_names=["M"], device="cpu")
+        result = app.send_task(KERNELIZE_TASK, kwargs={"request": request.to_dict()}, queue="gpu")
+        [module] = result.get(timeout=120)["modules"]
+        assert module["status"] == "skipped"
         health = httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).json()
         assert [(w["gpu"], w["up"]) for w in health["workers"]] == [("0", True)]
     finally:

@@ -15,7 +15,8 @@ from runners import pipeline, tasks, together
 from runners.apply import Suggestion, check_applied_together
 from runners.bundle import pack
 from runners.generators.files import FilesGenerator
-from runners.results import ModuleReport, Status, module_from_dict
+from runners.messages import GpuRequest, ModuleResult
+from runners.results import ModuleReport, Status
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = ROOT / "tests/problems/together.py"
@@ -38,15 +39,14 @@ def test_a_suggestion_that_breaks_once_both_are_applied_is_not_suggested(tmp_pat
     """Through the GPU worker's task, one per file (the bot's path): Scale's suggestion is withdrawn
     with the judge's finding, Shift's stays (it still verifies in the file with both applied)."""
     monkeypatch.setenv("KERNELIZE_CANDIDATES_DIR", str(candidates(tmp_path)))
-    request = {
-        "bundle": pack({"models/together.py": PROBLEM.read_text()}),
-        "rel_path": "models/together.py",
-        "class_names": ["Scale", "Shift"],
-        "generators": ["files"],
-        "device": "cpu",
-        "timeout_s": 300,
-    }
-    scale, shift = (module_from_dict(m) for m in tasks.kernelize_file(request)["modules"])
+    request = GpuRequest(
+        bundle=pack({"models/together.py": PROBLEM.read_text()}),
+        rel_path="models/together.py",
+        class_names=["Scale", "Shift"],
+        generators=["files"],
+        device="cpu",
+    )
+    scale, shift = ModuleResult.from_dict(tasks.kernelize_file(request.to_dict())).modules
     assert (scale.target, shift.target) == ("models/together.py::Scale", "models/together.py::Shift")
 
     assert shift.best == "shift_pointwise.py" and shift.best_source
