@@ -1,12 +1,15 @@
-"""Shared helpers: the CLI as a subprocess, and a TCP listener that counts who called.
+"""Shared helpers: the CLI as a subprocess, and a TCP listener that counts who called; and the
+``slow`` marker put on the heavy tests at collection (the fast tier is ``pytest -m "not slow"``).
 
 Helpers reach tests through fixtures (``cli``, ``start_listener``) so no test
-module imports this file by name.
+module imports this file by name (but tests/test_test_tiers.py, which checks the tier's lists).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
+import inspect
 import json
 import os
 import socket
@@ -101,3 +104,118 @@ def start_listener() -> Iterator[Callable[[], Listener]]:
     yield start
     for listener in started:
         listener.close()
+
+
+# --- The fast tier: ``pytest -m "not slow"`` ----------------------------------------------------------
+#
+# ``slow`` (registered in pyproject.toml) is put on tests here, at collection, so that no test file
+# has to carry it: a test is slow when it uses one of SLOW_FIXTURES (directly or through another
+# fixture), or when SLOW_TESTS names it, its file, or its class. Plain ``pytest`` still runs everything.
+
+# Fixtures that start processes or run the engine end to end, as "defining file::fixture name" (the
+# file tells apart fixtures of one name, e.g. a Selenium ``browser`` from an httpx ``browser``).
+# Every test using one, now or later, is slow.
+SLOW_FIXTURES: dict[str, str] = {
+    # Processes, servers and browsers.
+    "tests/conftest.py::cli": "`python -m bot.cli` as a subprocess: kernelize run/review/worker",
+    "tests/bot/conftest.py::start_worker": "real `celery worker` processes",
+    "tests/bot/test_fault_flows.py::redis_world": "web, github and GPU workers as processes",
+    "tests/bot/test_fault_flows.py::defaults_world": "`kernelize serve` as a process",
+    "tests/bot/test_faults.py::private_redis": "a Redis server of its own, stopped and started again",
+    "tests/bot/test_faults.py::private_postgres": "a PostgreSQL server of its own, stopped and started",
+    "tests/bot/test_local_review.py::readme_run": "`kernelize review` of the README's example",
+    "tests/bot/test_setup.py::browser": "Chromium through ChromeDriver",
+    "tests/bot/test_dashboard_browser.py::browser": "Chromium through ChromeDriver",
+    "tests/e2e/test_github_flow.py::world": "web and workers as processes",
+    "tests/runners/test_supervisor.py::supervised": "supervised Celery workers as processes",
+    # The engine end to end: candidates in their sandboxes, under Triton's interpreter on the CPU.
+    "tests/runners/test_judge.py::timed": "the engine on the timing candidates, timed on the CPU",
+    "tests/runners/test_judge.py::training_judge": "a reference timed in training, then a run per test",
+    "tests/runners/test_memcheck.py::judge": "a sandboxed reference, then runs under a stand-in checker",
+    "tests/runners/test_normalize.py::run_results": "each normalized sample run under the interpreter",
+    "tests/runners/test_template.py::gradients": "each generated backward under Triton's interpreter",
+    "tests/runners/test_template.py::compiled": "torch.compile(fullgraph) over each generated module",
+    "tests/runners/test_inductor.py::reports": "the engine on captured Inductor kernels",
+    "tests/runners/test_inductor.py::gpu_reports": "the engine on captured Inductor kernels, on a GPU",
+    "tests/runners/test_gpu.py::reports": "the engine on real problems, on a GPU",
+    "tests/runners/test_gpu.py::timed_cheats": "the engine on timing cheats, on a GPU",
+    "tests/runners/test_gpu.py::trained": "the engine with training timing, on a GPU",
+    "tests/runners/test_gpu.py::memory_checked": "the engine under the memory checker, on a GPU",
+}
+
+# Slow tests that no fixture above gives away, as "file", "file::test" or "file::Class" (each covers
+# every parametrization; the test's name may hold fnmatch wildcards). tests/test_test_tiers.py checks
+# that each names something that exists.
+SLOW_TESTS: list[str] = [
+    # Every test here starts the web app and workers as processes.
+    "tests/e2e/test_github_flow.py",
+    # The engine in its sandboxes behind the webhook (eager Celery): kernelize run on the pull request.
+    "tests/bot/test_command_flow.py::test_a_new_push_marks_the_earlier_suggestions_outdated",
+    "tests/bot/test_command_flow.py::test_a_maintainer_runs_one_target_with_options",
+    "tests/bot/test_applying.py::test_apply_commits_the_verified_code_once_and_it_stays_applied",
+    "tests/bot/test_applying.py::test_a_repository_requiring_compile_gets_nothing_it_could_not_show_beats_compile",
+    "tests/bot/test_applying.py::test_code_shown_only_in_the_summary_is_committed_too",
+    "tests/bot/test_tracking.py",  # every test runs a pull request through the engine first
+    # `kernelize serve` and `kernelize worker` as processes.
+    "tests/bot/test_web.py::test_serve_*",
+    "tests/runners/test_supervisor.py::test_kernelize_worker_gpus_runs_the_engine_task",
+    "tests/runners/test_supervisor.py::test_a_host_that_cannot_isolate_starts_no_worker",
+    # bench/kernel_quality.py end to end.
+    "tests/test_bench_problems.py::test_script_on_cpu_writes_the_table",
+    # The engine on real problems and candidates, in sandboxes, under Triton's interpreter.
+    "tests/runners/test_together.py::test_a_suggestion_that_breaks_once_both_are_applied_is_not_suggested",
+    "tests/runners/test_together.py::test_two_suggestions_that_compose_are_both_suggested",
+    "tests/runners/test_judge.py::test_a_candidate_with_an_honest_backward_gets_training_figures",
+    "tests/runners/test_memcheck.py::test_the_family_runs_the_original_once_and_compares_each_candidate",
+    "tests/runners/test_normalize.py::test_run_harness_notices_a_wrong_kernel",
+    # Generated kernels run under the interpreter (each generation traces in a sandbox of its own).
+    "tests/runners/test_template.py::test_generating_twice_gives_the_same_code",
+    "tests/runners/test_template.py::test_pointwise_launch_is_autotuned_on_cuda_and_plain_in_the_interpreter",
+    "tests/runners/test_template.py::test_row_launch_is_autotuned_over_warps_on_cuda",
+    "tests/runners/test_template.py::test_split_halves_are_read_from_one_input",
+    "tests/runners/test_template.py::test_a_module_larger_than_the_trace_sandbox_is_traced_on_the_meta_device",
+    "tests/runners/test_template.py::test_a_module_that_reads_values_is_traced_on_real_tensors",
+    "tests/runners/test_gemm_template.py::test_generated_module_matches_the_original_at_odd_sizes",
+    "tests/runners/test_gemm_template.py::test_template_generator_gives_the_gemm_candidate",
+    "tests/runners/test_gemm_template.py::test_transformers_conv1d_is_a_product_with_its_weight_read_as_it_lies",
+    "tests/runners/test_outer_template.py::test_generated_module_matches_the_original",
+    "tests/runners/test_outer_template.py::test_what_a_table_cannot_hold_is_declined_by_name",
+    # Sandboxes left to run into their time or memory limits, or to fork until stopped.
+    "tests/runners/test_sandbox.py::test_timeout_kills_a_hung_target",
+    "tests/runners/test_sandbox.py::test_timeout_kills_grandchildren_too",
+    "tests/runners/test_sandbox.py::test_the_time_limit_counts_from_the_request",
+    "tests/runners/test_sandbox.py::test_memory_beyond_the_cpu_limit_fails",
+    "tests/runners/test_isolation.py::test_daemons_die_with_the_evaluation",
+    "tests/runners/test_isolation.py::test_a_fork_bomb_is_contained",
+    # Many parses on many threads, to shake out races.
+    "tests/runners/test_pyast.py::test_parses_concurrently_without_spurious_errors",
+]
+
+
+def _fixture_key(fixturedef: Any) -> str:
+    try:
+        source = Path(inspect.getsourcefile(fixturedef.func) or "")
+        where = source.resolve().relative_to(ROOT).as_posix()
+    except (TypeError, ValueError):
+        return ""
+    return f"{where}::{fixturedef.argname}"
+
+
+def _is_slow(item: pytest.Item) -> bool:
+    base = item.nodeid.split("[", 1)[0]
+    if any(base == p or base.startswith(f"{p}::") or fnmatch.fnmatchcase(base, p) for p in SLOW_TESTS):
+        return True
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(
+        _fixture_key(d) in SLOW_FIXTURES
+        for name in item.fixturenames
+        for d in info.name2fixturedefs.get(name, ())
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if _is_slow(item):
+            item.add_marker(pytest.mark.slow)
