@@ -881,10 +881,9 @@ def timed_by_clock(cand: dict[str, float], seen: float) -> dict[str, float] | No
     return cand | {k: cand[k] * scale for k in ("median_ms", "p10_ms", "p90_ms") if k in cand}
 
 
-def _span(marks: list[tuple[str, float]], training: bool = False) -> float | None:
-    """From the first ``timing start`` to the last ``timing end`` (``training timing ...`` with
-    ``training``; a runner's extra marks only lengthen it), by the judge's clock."""
-    start, end = bench.span_marks(training)
+def _between(marks: list[tuple[str, float]], start: str, end: str) -> float | None:
+    """Seconds from the first ``start`` mark to the last ``end`` mark, by the judge's clock; None
+    without both, or with the end before the start."""
     starts = [t for name, t in marks if name == start]
     ends = [t for name, t in marks if name == end]
     if not starts or not ends or max(ends) < min(starts):
@@ -892,15 +891,17 @@ def _span(marks: list[tuple[str, float]], training: bool = False) -> float | Non
     return max(ends) - min(starts)
 
 
+def _span(marks: list[tuple[str, float]], training: bool = False) -> float | None:
+    """From the first ``timing start`` to the last ``timing end`` (``training timing ...`` with
+    ``training``; a runner's extra marks only lengthen it), by the judge's clock."""
+    return _between(marks, *bench.span_marks(training))
+
+
 def _per_call(marks: list[tuple[str, float]], name: str, calls: int) -> float | None:
-    """ms per call between ``name``'s back-to-back marks (the first start, the last end), by the
-    judge's clock; None without both marks or without calls."""
-    start, end = bench.back_to_back_marks(name)
-    starts = [t for mark, t in marks if mark == start]
-    ends = [t for mark, t in marks if mark == end]
-    if not calls or not starts or not ends or max(ends) < min(starts):
-        return None
-    return (max(ends) - min(starts)) * 1e3 / calls
+    """ms per call between ``name``'s back-to-back marks, by the judge's clock; None without both
+    marks or without calls."""
+    span = _between(marks, *bench.back_to_back_marks(name))
+    return None if span is None or not calls else span * 1e3 / calls
 
 
 def _finite(tensors: list[torch.Tensor]) -> bool:
