@@ -240,11 +240,20 @@ if [ "$PART" = quality ]; then
 # The per-problem kernel-quality table, one problem a run (QUALITY: file stems; default a level-1
 # and level-2 sample), each with its own limit so one slow module cannot take the call, then merged.
 QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwise_chain linear_gelu linear_layernorm conv_bias_relu"}
-echo "== kernel quality, per problem: $QUALITY =="
-for p in $QUALITY; do
-  TIMEFORMAT="$p: %R s wall"; time timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device cuda --only "$p" \
-      --timeout 200 --json "$OUT/quality_$p.json" --quiet > /dev/null || echo "$p: no result (exit $?)"
-done
+# JOBS problems side by side (default 1): their runners share the GPU's timing lock, so timed
+# calls never overlap; building, tracing and compiling do.
+JOBS=${JOBS:-1}
+[ "$JOBS" -gt 1 ] && export KERNELIZE_TIMING_LOCK="$OUT/timing.lock"
+echo "== kernel quality, per problem, $JOBS at a time: $QUALITY =="
+one_problem() {
+  local p=$1 start=$SECONDS
+  timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device "${DEVICE:-cuda}" --only "$p" \
+      --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$OUT/quality_$p.json" --quiet > "$OUT/quality_$p.log" 2>&1 \
+    && echo "$p: $((SECONDS - start)) s wall" || echo "$p: no result (exit $?, $((SECONDS - start)) s)"
+}
+export -f one_problem; export OUT PY
+# shellcheck disable=SC2086
+printf '%s\n' $QUALITY | xargs -P "$JOBS" -I{} bash -c 'one_problem {}'
 # shellcheck disable=SC2086
 $PY bench/kernel_quality.py --from-json $(ls "$OUT"/quality_*.json) --markdown "$OUT/quality.md" | sed -n '/^## Per problem/,$p'
 fi

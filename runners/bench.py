@@ -17,7 +17,9 @@ leaves (:class:`TrainingFeed`, :func:`training_step`), its gradients projected, 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import gc
+import os
 import random
 import statistics
 import time
@@ -335,6 +337,22 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+@contextlib.contextmanager
+def timed_alone() -> Iterator[None]:
+    """The GPU to this runner while it times, when its sandbox was given the timing lock of
+    several runners sharing one GPU (``runners.sandbox.TIMING_LOCK_ENV``): held from the warm-up
+    to the last call back to back, so no other runner's calls overlap the timed ones."""
+    fd = os.environ.get("KERNELIZE_TIMING_LOCK_FD")
+    if not fd:
+        yield
+        return
+    fcntl.flock(int(fd), fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(int(fd), fcntl.LOCK_UN)
+
+
 def time_reference(
     module: torch.nn.Module,
     compiled: Callable[..., Any] | None,
@@ -353,7 +371,7 @@ def time_reference(
     if compiled is not None:
         named["compile"] = compiled
     start, end = span_marks(training)
-    with torch.set_grad_enabled(training), collector_paused():
+    with torch.set_grad_enabled(training), collector_paused(), timed_alone():
         fns, feed_for = _timed(named, module, sets, seed, device, training)
         probe = feed_for(1)
         est = clock.estimate_ms(fns["eager"], probe)
@@ -406,7 +424,7 @@ def time_candidate(
     # The same harness work per call as the reference's (its squared norm too), so the harness
     # cost the judge measures on the original's runner is this runner's too.
     proj = Projector(seed, total, device, quadratic=True)
-    with torch.set_grad_enabled(training), collector_paused():
+    with torch.set_grad_enabled(training), collector_paused(), timed_alone():
         fns, feed_for = _timed({"candidate": candidate}, candidate, sets, seed, device, training)
         fn, feed = fns["candidate"], feed_for(total)
         clock.estimate_ms(fn, feed)

@@ -74,6 +74,12 @@ from typing import Any, BinaryIO
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BWRAP_ENV = "KERNELIZE_BWRAP"
+# Several runners sharing one GPU (a benchmark running problems side by side, or workers of one
+# card): the file named here is their timing lock. Each sandbox gets its own read-only descriptor
+# of it (its number in TIMING_LOCK_FD_ENV), and a runner holds it while it times
+# (runners.bench.timed_alone), so timed calls never overlap another runner's.
+TIMING_LOCK_ENV = "KERNELIZE_TIMING_LOCK"
+TIMING_LOCK_FD_ENV = "KERNELIZE_TIMING_LOCK_FD"
 ISOLATION_UNAVAILABLE = "isolation unavailable"
 
 # Variables a kernel evaluation may see. Everything else (tokens, database
@@ -544,6 +550,11 @@ def _start(
     bwrap = shutil.which(bwrap_executable()) if isolate else None
     if isolate and bwrap is None:
         return Started(failure=_unavailable(f"{bwrap_executable()} not found (install bubblewrap)", 0.0))
+    try:
+        lock_fd = _timing_lock()
+    except OSError as exc:
+        why = f"the timing lock {os.environ.get(TIMING_LOCK_ENV)}: {exc.strerror or exc}"
+        return Started(failure=SandboxResult("error", None, why, None, "", 0.0, []))
     workdir = tempfile.mkdtemp(prefix="kernelize-sbx-")
     read_fd, write_fd = os.pipe()
     ask_read, ask_write = os.pipe()  # the request, then the parent's follow-up answers, to the child
@@ -563,11 +574,11 @@ def _start(
         started.proc = subprocess.Popen(
             command,
             cwd=workdir,
-            env=child_env(env or {}, workdir),
+            env=child_env({**(env or {}), **_lock_env(lock_fd)}, workdir),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            pass_fds=(write_fd, ask_read, ready_write),
+            pass_fds=(write_fd, ask_read, ready_write, *([lock_fd] if lock_fd >= 0 else [])),
             start_new_session=True,
         )
     except OSError as exc:
@@ -578,9 +589,23 @@ def _start(
             return Started(failure=SandboxResult("crashed", None, why, None, "", wall, isolation))
         return Started(failure=_unavailable(why, wall))
     finally:
-        for fd in (write_fd, ask_read, ready_write):
-            os.close(fd)
+        for fd in (write_fd, ask_read, ready_write, lock_fd):
+            if fd >= 0:
+                os.close(fd)
     return started
+
+
+def _timing_lock() -> int:
+    """A descriptor of the timing lock (:data:`TIMING_LOCK_ENV`) for one child, or -1 without one.
+    Opened anew for each child: a lock held through one child's descriptor excludes the others'."""
+    path = os.environ.get(TIMING_LOCK_ENV)
+    if not path:
+        return -1
+    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+
+
+def _lock_env(lock_fd: int) -> dict[str, str]:
+    return {TIMING_LOCK_FD_ENV: str(lock_fd)} if lock_fd >= 0 else {}
 
 
 @dataclass

@@ -148,3 +148,23 @@ def warmed(req: dict[str, Any]) -> dict[str, Any]:
     if _WARMED is None:
         return {"warmed": None}
     return {"warmed": _WARMED[0], "seconds_ago": time.monotonic() - _WARMED[1], "pid": os.getpid()}
+
+
+def try_timing_lock(req: dict[str, Any]) -> dict[str, Any]:
+    """What a runner can do with the timing lock it was given: take it (without waiting), write it."""
+    import fcntl
+
+    fd = os.environ.get("KERNELIZE_TIMING_LOCK_FD")
+    if fd is None:
+        return {"fd": None}
+    try:
+        fcntl.flock(int(fd), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        got = True
+    except BlockingIOError:
+        got = False
+    try:
+        os.write(int(fd), b"x")
+        writable = True
+    except OSError:
+        writable = False
+    return {"fd": fd, "got": got, "writable": writable}

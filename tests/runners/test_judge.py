@@ -959,6 +959,49 @@ def test_every_runner_does_the_same_harness_work_per_timed_call(monkeypatch) -> 
     assert made == [True, True]
 
 
+def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, tmp_path):
+    """Runners sharing one GPU (a benchmark running problems side by side): a runner given the
+    timing lock waits for it before its warm-up and holds it through its last call back to back,
+    for the original's timing and a candidate's alike."""
+    import fcntl
+    import threading
+
+    from runners import bench
+
+    lock = tmp_path / "gpu.lock"
+    lock.touch()
+    mine = os.open(lock, os.O_RDONLY)
+    monkeypatch.setenv("KERNELIZE_TIMING_LOCK_FD", str(mine))
+    module = torch.nn.ReLU()
+    sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
+    for timed in (
+        lambda mark: bench.time_reference(module, None, sets, 7, 1, "cpu", mark),
+        lambda mark: bench.time_candidate(module, sets, 7, 3, 1, 0.0, "cpu", mark, wall_calls=2),
+    ):
+        seen: list[tuple[str, bool]] = []
+
+        def mark(name: str, seen: list[tuple[str, bool]] = seen) -> None:  # could another take it now
+            with open(lock, "rb") as other:
+                try:
+                    fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    seen.append((name, False))
+                except BlockingIOError:
+                    seen.append((name, True))
+
+        with open(lock, "rb") as held:
+            fcntl.flock(held, fcntl.LOCK_EX)
+            worker = threading.Thread(target=timed, args=(mark,))
+            worker.start()
+            time.sleep(0.5)
+            assert not seen, "timed while another runner held the GPU"
+            fcntl.flock(held, fcntl.LOCK_UN)
+            worker.join(timeout=60)
+        assert seen and all(locked for _, locked in seen), seen
+        with open(lock, "rb") as after:  # let go at the end
+            fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    os.close(mine)
+
+
 def _resident_file_kib() -> int:
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("RssFile:"))
 

@@ -408,3 +408,35 @@ def test_a_started_sandbox_whose_bwrap_is_missing_runs_nothing(monkeypatch):
         res = started.run({}, Limits(30, 2048))
     assert res.outcome == "error"
     assert res.reason.startswith(sandbox.ISOLATION_UNAVAILABLE)
+
+
+def test_without_a_timing_lock_the_child_gets_none(monkeypatch):
+    monkeypatch.delenv(sandbox.TIMING_LOCK_ENV, raising=False)
+    res = run("try_timing_lock")
+    assert res.outcome == "ok", res.reason
+    assert res.payload == {"fd": None}
+
+
+def test_a_timing_lock_held_elsewhere_excludes_the_child(monkeypatch, tmp_path):
+    """Runners sharing a GPU time one at a time: the child's descriptor of the lock cannot be
+    taken while another holder has it, is its own once that one lets go, and is read-only."""
+    import fcntl
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(lock))
+    with open(lock, "a+b") as held:  # created by the first child otherwise
+        fcntl.flock(held, fcntl.LOCK_EX)
+        blocked = run("try_timing_lock")
+        fcntl.flock(held, fcntl.LOCK_UN)
+    free = run("try_timing_lock")
+    assert blocked.outcome == free.outcome == "ok", (blocked.reason, free.reason)
+    assert blocked.payload["got"] is False
+    assert free.payload["got"] is True
+    assert free.payload["writable"] is False
+
+
+def test_a_timing_lock_that_cannot_be_opened_fails_the_start_with_its_name(monkeypatch, tmp_path):
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(tmp_path / "missing" / "gpu0.lock"))
+    res = run("echo")
+    assert res.outcome == "error"
+    assert "the timing lock" in res.reason and "gpu0.lock" in res.reason
