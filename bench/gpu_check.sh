@@ -17,7 +17,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 $PY -c 'import sys, torch, triton; print("python", sys.version.split()[0], "torch", torch.__version__, "cuda", torch.version.cuda, "triton", triton.__version__)'
 
 # judge-timing is judge-timing-cheats then judge-timing-honest: together over 10 minutes on an H200.
-PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | quality | memcheck | overhead | workers
+PART=${PART:-all}  # all | honesty | timing | suggestion | judge | judge-large | judge-timing[-cheats|-honest] | sandbox | training | real | quality | modes | memcheck | overhead | workers
 
 if [ "$PART" = all ] || [ "$PART" = honesty ]; then
 echo "== honesty checks on CUDA (tests/candidates) =="
@@ -60,7 +60,7 @@ $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
 $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 --kernel-only \
     --json "$OUT/kernel_only_rmsnorm.json" --markdown "$OUT/kernel_only_rmsnorm.md"
 # A kernel that leans on the original's helper method, class attribute and module constant; and one
-# whose CPU path breaks (the check runs the original computation on CPU tensors on this machine too).
+# whose original path breaks on CPU inputs (the check runs the original computation on CPU tensors on this machine too).
 $KZ tests/problems/scaled.py::ScaledTanh --candidates tests/candidates/scaled --timeout 120 --no-compile \
     --json "$OUT/suggested_scaled.json" --markdown "$OUT/suggested_scaled.md"
 # Checked in another dtype (the --dtype option and the repository config's dtypes).
@@ -130,6 +130,13 @@ TIMEFORMAT="rmsnorm: %R s wall"; time $KZ bench/problems/rmsnorm.py --candidates
     --json "$OUT/judge_timing_rmsnorm.json" --markdown "$OUT/judge_timing_rmsnorm.md" --quiet
 summary "$OUT"/judge_timing_softmax.json "$OUT"/judge_timing_rmsnorm.json
 cat "$OUT"/judge_timing_softmax.md "$OUT"/judge_timing_rmsnorm.md
+fi
+
+if [ "$PART" = modes ]; then
+echo "== torch.compile's modes against eager (bench/compile_modes.py) =="
+# shellcheck disable=SC2086
+$PY bench/compile_modes.py --only "$(echo ${MODES_ONLY:-conv_bias_relu linear_gelu linear_layernorm softmax logsumexp row_variance} | tr ' ' ,)" \
+    --json "$OUT/modes.json" --markdown "$OUT/modes.md"
 fi
 
 if [ "$PART" = overhead ]; then
