@@ -60,7 +60,8 @@ $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 \
 $KZ bench/problems/rmsnorm.py --candidates "$cands" --timeout 300 --kernel-only \
     --json "$OUT/kernel_only_rmsnorm.json" --markdown "$OUT/kernel_only_rmsnorm.md"
 # A kernel that leans on the original's helper method, class attribute and module constant; and one
-# whose original path breaks on CPU inputs (the check runs the original computation on CPU tensors on this machine too).
+# whose original path breaks on CPU inputs (the check runs the original computation on CPU tensors on
+# this machine too).
 $KZ tests/problems/scaled.py::ScaledTanh --candidates tests/candidates/scaled --timeout 120 --no-compile \
     --json "$OUT/suggested_scaled.json" --markdown "$OUT/suggested_scaled.md"
 # Checked in another dtype (the --dtype option and the repository config's dtypes).

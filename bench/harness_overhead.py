@@ -66,7 +66,7 @@ def main() -> None:
         assert prep["ok"] and judge is not None, prep
         problem.build = prep["build"]
         # As a module's candidates are checked: with the original path kept (runners/fallback.py).
-        assert pipeline._normalize(cand, problem, settings.eager_path) is None
+        assert pipeline._normalize(cand, problem, settings.original_path) is None
 
         def evaluate(runner: pipeline.Runner | None = None) -> None:
             result = pipeline.evaluate_candidate(problem, cand, prep, settings, env, judge, runner=runner)

@@ -153,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     problem.build = verify.prepare(req)["build"]
     (cand,) = TemplateGenerator().generate(problem, 1)
     original = Path(problem.file).read_text(encoding="utf-8")
-    suggestion = fallback.with_eager_path(cand.source, original, cls_name)
+    suggestion = fallback.with_original_path(cand.source, original, cls_name)
 
     def load(name: str) -> Any:
         spec = importlib.util.spec_from_file_location(name, problem.file)

@@ -120,7 +120,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--kernel-only",
         action="store_true",
-        help="verify the kernel alone, without keeping the original computation as the CPU path",
+        help=(
+            "verify the kernel alone, without the original path "
+            "(the original computation kept for non-CUDA inputs)"
+        ),
     )
     run.add_argument("--json", metavar="PATH", help="write the JSON report here")
     run.add_argument("--markdown", metavar="PATH", help="write the markdown report here")
@@ -329,7 +332,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         min_speedup=args.min_speedup,
         samples=args.samples,
         compile_baseline=not args.no_compile,
-        eager_path=not args.kernel_only,
+        original_path=not args.kernel_only,
         seed=args.seed,
         dtype=args.dtype,
     )

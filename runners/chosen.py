@@ -86,7 +86,7 @@ def _run(
             "candidate": str(path),
             "build": problem.build,
             "dtype": settings.dtype,
-            "in_module": settings.eager_path,
+            "original_path": settings.original_path,
         }
         readable = [*sandbox.problem_paths(problem.file, problem.root), str(path)]
         calls = judge.request("candidate", memcheck.LOG)  # the inputs file restored, too

@@ -1,9 +1,9 @@
-"""Keep the original computation as the path for inputs Triton cannot run on.
+"""The original path: the original computation kept beside the kernel, for inputs Triton cannot run on.
 
 A suggestion replaces a class in someone's file; users on CPU must not break.
-:func:`with_eager_path` turns a verified-to-be candidate into the code that is
+:func:`with_original_path` turns a verified-to-be candidate into the code that is
 suggested: the candidate's ``forward`` becomes ``_forward_triton``, the
-original ``forward`` comes along as ``_forward_eager`` (with any helper
+original ``forward`` comes along as ``_forward_eager``, the original path (with any helper
 methods and class attributes the candidate lacks), and a new ``forward`` with
 the original signature picks one by device, and by whether autograd records::
 
@@ -41,7 +41,7 @@ is the original computation, which Inductor compiles itself. The judge calls eve
 
 The result is what the checks run (in the namespace of the original file, as
 it will live there), so the code verified is the code suggested; the checks
-also run the eager path on CPU tensors.
+also run the original path on CPU tensors.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ KERNELIZED = (
 
 def is_kernelized(source: str, class_name: str) -> bool:
     """Whether top-level ``class_name`` in ``source`` already has the layout
-    :func:`with_eager_path` gives (both paths beside a dispatching ``forward``)."""
+    :func:`with_original_path` gives (both paths beside a dispatching ``forward``)."""
     try:
         cls = _top_class(pyast.parse(source), class_name, "the file")
     except (SyntaxError, FallbackError):
@@ -370,9 +370,9 @@ def _imports(tree: ast.Module) -> set[str]:
     return names
 
 
-def with_eager_path(candidate: str, original: str, class_name: str, backward: bool | None = None) -> str:
-    """``candidate`` with ``original``'s forward kept as the path for non-CUDA inputs, and for
-    training unless it brings its own backward (``backward``; None: :func:`has_backward`)."""
+def with_original_path(candidate: str, original: str, class_name: str, backward: bool | None = None) -> str:
+    """``candidate`` with ``original``'s forward kept as the original path: taken for non-CUDA inputs,
+    and for training unless it brings its own backward (``backward``; None: :func:`has_backward`)."""
     try:
         cand_tree = pyast.parse(candidate)
     except SyntaxError as exc:

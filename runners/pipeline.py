@@ -31,7 +31,7 @@ from runners.fallback import (
     has_backward,
     is_kernelized,
     registers_ops,
-    with_eager_path,
+    with_original_path,
 )
 from runners.generators.base import Candidate, Generator, GeneratorDeclined, GeneratorError, Problem
 from runners.inputs import ModuleEntry, config_class_names, snippet
@@ -75,9 +75,9 @@ class Settings:
     samples: int = DEFAULT_SAMPLES
     compile_baseline: bool = True
     python: str | None = None  # interpreter for sandboxes (default: this one)
-    # Suggest (and so verify) each candidate with the original computation kept for non-CUDA inputs,
-    # run in the original file's namespace, as it will live there once applied.
-    eager_path: bool = True
+    # Suggest (and so verify) each candidate with the original path: the original computation kept for
+    # non-CUDA inputs, run in the original file's namespace, as it will live there once applied.
+    original_path: bool = True
     dtype: str | None = None  # check in this dtype (floating parameters and inputs cast), else as built
     tolerance: dict[str, list[float]] | None = None  # tighter bounds by dtype key (never looser)
     seed: int | None = None  # the judge's input seed; None: drawn afresh for every run
@@ -236,7 +236,7 @@ def _kernelize_judged(
         stack.callback(ahead.close)
         ahead.prepare()
         candidates = _collect(problem, generators, settings, report, progress)
-        rejected = [_normalize(c, problem, settings.eager_path) for c in candidates]
+        rejected = [_normalize(c, problem, settings.original_path) for c in candidates]
         checks = time.monotonic()
         left = sum(why is None for why in rejected)
         for i, (cand, why) in enumerate(zip(candidates, rejected, strict=True), 1):
@@ -331,8 +331,8 @@ def _prepare(
                 build=prep["build"],
                 variants=prep["variants"],
                 dtype=settings.dtype,
-                grad=settings.eager_path,
-                compiled=settings.eager_path,
+                grad=settings.original_path,
+                compiled=settings.original_path,
                 tolerance=settings.tolerance,
                 seed=settings.seed,
                 timing=settings.device == "cuda" or settings.time_on_cpu,
@@ -399,25 +399,26 @@ def _collect(
     return out
 
 
-def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> CandidateResult | None:
+def _normalize(cand: Candidate, problem: Problem, original_path: bool) -> CandidateResult | None:
     """Make ``cand`` the code to suggest, in place: standalone (no torch._inductor, the original class
-    name) and, with ``eager_path``, keeping the original computation for non-CUDA inputs; or say why not."""
+    name) and, with ``original_path``, keeping the original computation for non-CUDA inputs (the original
+    path); or say why not."""
     if cand.error or not cand.source:
         return None
     norm = normalize(cand.source, problem.class_name)
     why = f"not standalone: {norm.rejected}" if norm.rejected else ""
     generated = source = norm.source
-    if not why and eager_path:
+    if not why and original_path:
         try:
             # Helpers named for the class (two suggestions for one file never share one), then the
             # original computation kept, then the file as it will be once applied, checked.
             generated = unique_helpers(norm.source, problem.class_name, problem.source)
-            source = with_eager_path(generated, problem.source, problem.class_name)
+            source = with_original_path(generated, problem.source, problem.class_name)
             check_applied(
                 problem.source, problem.module.lineno, problem.module.end_lineno, source, problem.class_name
             )
         except FallbackError as exc:
-            why = f"cannot keep the original computation as the CPU path: {exc}"
+            why = f"cannot keep the original path: {exc}"
         except (ApplyError, SyntaxError) as exc:
             why = f"check 1 (the file after applying): {exc}"
     if why:
@@ -438,7 +439,7 @@ def _normalize(cand: Candidate, problem: Problem, eager_path: bool) -> Candidate
 
 def _own_backward(problem: Problem, cand: Candidate, settings: Settings) -> bool:
     """Whether the suggestion trains through the candidate's own backward."""
-    return settings.eager_path and has_backward(cand.generated or cand.source, problem.class_name)
+    return settings.original_path and has_backward(cand.generated or cand.source, problem.class_name)
 
 
 def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bool) -> str:
@@ -453,8 +454,8 @@ def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bo
 def _compiled(cand: Candidate, settings: Settings) -> str:
     """What the suggestion runs under torch.compile, once the judge's compiled calls passed: the
     dispatch (runners/fallback.py) keeps the kernels only when their launches are custom ops. The
-    kernel alone (``eager_path`` off) is checked like a benchmark answer: eagerly, for inference."""
-    if not settings.eager_path:
+    kernel alone (``original_path`` off) is checked like a benchmark answer: eagerly, for inference."""
+    if not settings.original_path:
         return ""
     return COMPILE_KERNELS if registers_ops(cand.generated or cand.source) else COMPILE_ORIGINAL
 
@@ -483,7 +484,7 @@ def _without_wrong_backward(
     candidate without it (the original path under training). A wrong backward is never suggested: if
     the candidate passes without it, ``cand`` becomes that code, and the report says why."""
     generated = cand.generated
-    if not (settings.eager_path and generated and _backward_failed(result)):
+    if not (settings.original_path and generated and _backward_failed(result)):
         return result
     if not has_backward(generated, problem.class_name):
         return result
@@ -495,7 +496,7 @@ def _without_wrong_backward(
         plain = dataclasses.replace(cand, without_backward=None)
         try:
             plain.generated = drop_backward(generated, problem.class_name)
-            plain.source = with_eager_path(
+            plain.source = with_original_path(
                 plain.generated, problem.source, problem.class_name, backward=False
             )
             check_applied(
@@ -626,7 +627,7 @@ def evaluate_candidate(
             "reference_ops": prep["reference_ops"],
             "returns_input": prep["returns_input"],
             "compile": settings.compile_baseline,
-            "in_module": settings.eager_path,
+            "original_path": settings.original_path,
             "whole_file": whole_file,
             "generated": cand.generated,
             "dtype": settings.dtype,

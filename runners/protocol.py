@@ -283,7 +283,7 @@ class CallReply:
 @dataclass(frozen=True)
 class RunRequest:
     """Build the module (the original, or ``candidate`` in a copy of the file's namespace when
-    ``in_module``) and run ``calls`` on the tensors in ``inputs_path``; write what comes out to
+    ``original_path``) and run ``calls`` on the tensors in ``inputs_path``; write what comes out to
     ``outputs_name`` in the working directory. ``timing``, then ``training_timing`` (a plan with
     ``training``): what to time, each answered by a :class:`TimingReply` of its own."""
 

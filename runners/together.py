@@ -54,7 +54,7 @@ def kernelize_file(
             )
             reports.append(report)
             cand = _suggestion(report, judged)
-            if judged is None or cand is None or not settings.eager_path:
+            if judged is None or cand is None or not settings.original_path:
                 own.close()  # nothing is suggested in the file's form: its judge can go now
                 continue
             suggested.append((report, judged, cand))

@@ -8,8 +8,8 @@ A suggestion promises a drop-in replacement, so a candidate must pass all of:
    within the per-dtype tolerance table, with shape, dtype and device equal
    and no NaN/Inf the reference lacks;
 3. it matches on other shapes than the example and, when it carries the
-   original computation as its CPU path (see ``runners/fallback.py``), on CPU
-   tensors too;
+   original path (the original computation, see ``runners/fallback.py``), on
+   CPU tensors too;
 4. it leaves its inputs alone and returns fresh outputs (outputs are poisoned
    between calls and the result re-checked at the end, after timing);
 5. it launches Triton kernels, and does not still run every PyTorch compute
@@ -842,7 +842,7 @@ def load_candidate(
     """Check 1: the candidate imports, builds with the original arguments and loads the original's
     weights; (its class, the module). ``before``: the integrity snapshot its import is held to."""
     try:
-        if req.get("in_module"):
+        if req.get("original_path"):
             cand_mod = load_in_namespace(
                 req["candidate"], problem.file_module, "kernelize_candidate", bool(req.get("whole_file"))
             )
@@ -854,7 +854,7 @@ def load_candidate(
         _integrity(before, "importing the candidate")
     _replaced_ops(cand_mod)
     cls = _candidate_class(cand_mod, req["class_name"])
-    cand = _build_candidate(cls, problem, problem.device, keywords_only=bool(req.get("in_module")))
+    cand = _build_candidate(cls, problem, problem.device, keywords_only=bool(req.get("original_path")))
     if problem.dtype is not None:
         cand.to(problem.dtype)
     try:
@@ -1013,9 +1013,9 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
         notes=["float32 dot products run in TF32 (checked with the TF32 tolerance)"] if tf32 else [],
     )
 
-    if req.get("in_module"):
-        _check_eager_path(cls, problem, req)
-        _integrity(before, "the CPU path")
+    if req.get("original_path"):
+        _check_original_path(cls, problem, req)
+        _integrity(before, "the original path")
 
     # After the other checks: the same inputs again must still give the right answer.
     args = problem.example_inputs(0)
@@ -1053,13 +1053,13 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     result["reason"] = ""
 
 
-def _check_eager_path(cls: type, problem: BuiltModule, req: dict[str, Any]) -> None:
+def _check_original_path(cls: type, problem: BuiltModule, req: dict[str, Any]) -> None:
     """Check 3 on CPU tensors: the suggestion keeps the original computation there, and it must hold."""
     import copy
 
     args = problem.values(problem.build["inputs"], 3, "cpu")
     reference = copy.deepcopy(problem.module).to("cpu")
-    interpret = os.environ.pop("TRITON_INTERPRET", None)  # so the CPU path is taken on this machine too
+    interpret = os.environ.pop("TRITON_INTERPRET", None)  # so the original path is taken on this machine too
     try:
         cand = build_module(cls, [_to_cpu(a) for a in problem.init_args], _to_cpu(problem.init_kwargs), "cpu")
         if problem.dtype is not None:
@@ -1070,19 +1070,21 @@ def _check_eager_path(cls: type, problem: BuiltModule, req: dict[str, Any]) -> N
             expected, got = reference(*args), cand(*args)
     except Exception as exc:
         why = describe_exc(exc, "the original computation raised")
-        raise Mismatch(f"check 3 (CPU path): {why}") from None
+        raise Mismatch(f"check 3 (original path, CPU inputs): {why}") from None
     finally:
         if interpret is not None:
             os.environ["TRITON_INTERPRET"] = interpret
     if PROBE.launches:
-        raise Reject("check 3 (CPU path): launched a Triton kernel on CPU tensors")
+        raise Reject("check 3 (original path, CPU inputs): launched a Triton kernel on CPU tensors")
     exp, out = flatten(expected), flatten(got)
     if len(exp) != len(out):
-        raise Mismatch(f"check 3 (CPU path): {len(out)} outputs, expected {len(exp)}")
+        raise Mismatch(f"check 3 (original path, CPU inputs): {len(out)} outputs, expected {len(exp)}")
     for i, (e, g) in enumerate(zip(exp, out, strict=True)):
         same = e.shape == g.shape and e.dtype == g.dtype
         if not same or not torch.allclose(g, e, rtol=1e-5, atol=1e-6, equal_nan=True):
-            raise Mismatch(f"check 3 (CPU path): output {i} differs from the original's on CPU")
+            raise Mismatch(
+                f"check 3 (original path, CPU inputs): output {i} differs from the original's on CPU"
+            )
 
 
 def _to_cpu(value: Any) -> Any:

@@ -22,7 +22,7 @@ import torch
 import triton
 
 from runners.apply import unique_helpers
-from runners.fallback import with_eager_path
+from runners.fallback import with_original_path
 from runners.normalize import normalize
 from runners.results import REPORT_VERSION, report_from_dict, to_dict
 
@@ -154,10 +154,10 @@ def test_ok_is_correct(add_relu):
     for variant in ([[32, 100], [32, 100]], [[16, 151], [16, 151]], [[25, 100], [25, 100]]):
         assert variant in ok["shapes_checked"]
     # The checksum is of the code as verified and suggested: normalized (ModelNew renamed to Model),
-    # its helpers named for the class, with the original computation kept as the CPU path.
+    # its helpers named for the class, with the original path kept.
     original = (PROBLEMS / "add_relu.py").read_text()
     verified = normalize((CANDIDATES / "add_relu" / "ok.py").read_text(), "Model").source
-    verified = with_eager_path(unique_helpers(verified, "Model", original), original, "Model")
+    verified = with_original_path(unique_helpers(verified, "Model", original), original, "Model")
     assert ok["source_sha256"] == hashlib.sha256(verified.encode()).hexdigest()
     assert ok["provenance"]["rewrites"] == ["renamed ModelNew to Model"]
 

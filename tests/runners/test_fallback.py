@@ -2,7 +2,7 @@
 
 Unit tests of the source transformation, then the checks on real candidates
 (CPU, Triton interpreter): the combined class is what gets verified, in the
-original file's namespace, and its CPU path is run too.
+original file's namespace, and its original path is run on CPU inputs too.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from runners.fallback import (
     FallbackError,
     is_kernelized,
     registers_ops,
-    with_eager_path,
+    with_original_path,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,7 +75,7 @@ def _methods(cls: ast.ClassDef) -> dict[str, ast.FunctionDef]:
 
 
 def test_forward_dispatches_with_the_original_signature():
-    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    out = with_original_path(CANDIDATE, ORIGINAL, "Norm")
     methods = _methods(_class(out))
     assert {"__init__", TRITON, EAGER, "forward", "_stats"} <= set(methods)
     forward = methods["forward"]
@@ -91,7 +91,7 @@ def test_forward_dispatches_with_the_original_signature():
 
 def test_compiled_the_suggestion_keeps_the_kernels_only_when_they_are_custom_ops():
     # Plain launches: Dynamo cannot trace them, so compiled, the original computation runs.
-    plain = ast.unparse(_methods(_class(with_eager_path(CANDIDATE, ORIGINAL, "Norm")))["forward"])
+    plain = ast.unparse(_methods(_class(with_original_path(CANDIDATE, ORIGINAL, "Norm")))["forward"])
     assert plain.index("torch.compiler.is_compiling()") < plain.index(f"self.{TRITON}(")
     assert f"if torch.compiler.is_compiling():\n        return self.{EAGER}(" in plain
     assert not registers_ops(CANDIDATE)
@@ -108,7 +108,7 @@ def test_compiled_the_suggestion_keeps_the_kernels_only_when_they_are_custom_ops
     helper = "def _custom_op_Norm(fn):\n    return library.custom_op('k::f', fn, mutates_args=())\n"
     assert registers_ops(helper + "@_custom_op_Norm\ndef f(x):\n    return x\n")
     assert not registers_ops("def helper(fn):\n    return fn\n@helper\ndef f(x):\n    return x\n")
-    compiled = ast.unparse(_methods(_class(with_eager_path(as_op, ORIGINAL, "Norm")))["forward"])
+    compiled = ast.unparse(_methods(_class(with_original_path(as_op, ORIGINAL, "Norm")))["forward"])
     assert "is_compiling" not in compiled
     assert not registers_ops("def f(:")
 
@@ -116,7 +116,7 @@ def test_compiled_the_suggestion_keeps_the_kernels_only_when_they_are_custom_ops
 def test_a_class_already_kernelized_is_recognised_and_not_run_again(tmp_path):
     from runners import pipeline
 
-    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    out = with_original_path(CANDIDATE, ORIGINAL, "Norm")
     assert is_kernelized(out, "Norm") and not is_kernelized(ORIGINAL, "Norm")
     assert not is_kernelized(out, "Other") and not is_kernelized("def broken(:", "Norm")
     path = tmp_path / "norm.py"
@@ -128,15 +128,15 @@ def test_a_class_already_kernelized_is_recognised_and_not_run_again(tmp_path):
 
 
 def test_imports_it_needs_are_added_once():
-    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    out = with_original_path(CANDIDATE, ORIGINAL, "Norm")
     imports = [ast.unparse(n) for n in ast.parse(out).body if isinstance(n, ast.Import)]
     assert imports.count("import os") == 1 and imports.count("import torch") == 1
-    again = with_eager_path("import os\n" + CANDIDATE, ORIGINAL, "Norm")
+    again = with_original_path("import os\n" + CANDIDATE, ORIGINAL, "Norm")
     assert [ast.unparse(n) for n in ast.parse(again).body].count("import os") == 1
 
 
 def test_renamed_constructor_arguments_get_the_original_names_back():
-    init = ast.unparse(_methods(_class(with_eager_path(CANDIDATE, ORIGINAL, "Norm")))["__init__"])
+    init = ast.unparse(_methods(_class(with_original_path(CANDIDATE, ORIGINAL, "Norm")))["__init__"])
     assert "def __init__(self, dim: int, affine: bool=True):" in init
     assert "torch.ones(dim)" in init and "self.flag = affine and dim > 0" in init
 
@@ -144,7 +144,7 @@ def test_renamed_constructor_arguments_get_the_original_names_back():
 def test_constructor_that_already_matches_is_left_as_written():
     cand = CANDIDATE.replace("hidden, flag=True", "dim, affine=True").replace("hidden", "dim")
     cand = cand.replace("flag", "affine")
-    out = with_eager_path(cand, ORIGINAL, "Norm")
+    out = with_original_path(cand, ORIGINAL, "Norm")
     assert "def __init__(self, dim, affine=True):" in out  # the candidate's own text, untouched
 
 
@@ -152,7 +152,7 @@ def test_helpers_the_candidate_defines_itself_are_not_duplicated():
     cand = CANDIDATE.replace(
         "    def forward(", "    def _stats(self, x):\n        return x\n\n    def forward("
     )
-    out = with_eager_path(cand, ORIGINAL, "Norm")
+    out = with_original_path(cand, ORIGINAL, "Norm")
     names = [n.name for n in _class(out).body if isinstance(n, ast.FunctionDef)]
     assert names.count("_stats") == 1
 
@@ -171,14 +171,14 @@ def test_helpers_the_candidate_defines_itself_are_not_duplicated():
 )
 def test_what_cannot_be_combined_is_refused_with_the_reason(candidate, original, message):
     with pytest.raises(FallbackError, match=message):
-        with_eager_path(candidate, original, "Norm")
+        with_original_path(candidate, original, "Norm")
 
 
 def test_the_combined_class_runs_both_paths_on_cpu(monkeypatch):
-    """Executed in the original file's namespace: the eager path on CPU, the kernel path when asked."""
+    """Executed in the original file's namespace: the original path on CPU, the kernel path when asked."""
     import torch
 
-    out = with_eager_path(CANDIDATE, ORIGINAL, "Norm")
+    out = with_original_path(CANDIDATE, ORIGINAL, "Norm")
     namespace: dict[str, object] = {}
     exec(compile(ORIGINAL, "original.py", "exec"), namespace)
     exec(compile(out, "combined.py", "exec"), namespace)
@@ -201,7 +201,7 @@ def test_when_autograd_records_the_original_computation_runs(monkeypatch):
 
     namespace: dict[str, object] = {}
     exec(compile(ORIGINAL, "original.py", "exec"), namespace)
-    exec(compile(with_eager_path(CANDIDATE, ORIGINAL, "Norm"), "combined.py", "exec"), namespace)
+    exec(compile(with_original_path(CANDIDATE, ORIGINAL, "Norm"), "combined.py", "exec"), namespace)
     module = namespace["Norm"](dim=4)  # type: ignore[operator]
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     x = torch.randn(2, 4)
@@ -241,11 +241,13 @@ def test_a_candidate_leaning_on_the_original_helpers_is_correct_and_suggested_co
     assert "def __init__(self, features: int, scale: float=2.0):" in best
 
 
-def test_a_candidate_whose_cpu_path_breaks_is_not_correct(scaled):
+def test_a_candidate_whose_original_path_breaks_is_not_correct(scaled):
     candidates, _ = scaled
     bad = candidates["renamed_attribute.py"]
     assert bad["status"] == "incorrect"
-    assert bad["reason"].startswith("check 3 (CPU path): the original computation raised: AttributeError")
+    assert bad["reason"].startswith(
+        "check 3 (original path, CPU inputs): the original computation raised: AttributeError"
+    )
 
 
 def test_the_suggestion_says_training_takes_the_original_path(scaled):
@@ -262,7 +264,7 @@ def test_the_suggestion_says_training_takes_the_original_path(scaled):
     ],
 )
 def test_gradients_that_differ_from_the_original_are_caught(scaled, name, fragment):
-    """Forward outputs are right (grad off, checks 2-4 and the CPU path pass); only the gradients,
+    """Forward outputs are right (grad off, checks 2-4 and the original path pass); only the gradients,
     taken with grad on for an upstream gradient the checker chose, differ."""
     candidates, _ = scaled
     assert candidates[name]["status"] == "incorrect"
@@ -354,7 +356,7 @@ def test_an_applied_autograd_function_with_a_backward_is_detected():
 def test_with_a_backward_training_takes_the_kernel_path(monkeypatch):
     import torch
 
-    out = with_eager_path(BACKWARD, ORIGINAL, "Norm")
+    out = with_original_path(BACKWARD, ORIGINAL, "Norm")
     forward = ast.unparse(_methods(_class(out))["forward"])
     assert "records" not in forward and "is_grad_enabled" not in forward
     namespace: dict[str, object] = {}
@@ -362,18 +364,18 @@ def test_with_a_backward_training_takes_the_kernel_path(monkeypatch):
     exec(compile(out.replace("@triton.jit", ""), "combined.py", "exec"), namespace)
     module = namespace["Norm"](dim=4)  # type: ignore[operator]
     calls: list[str] = []
-    triton_path, eager_path = getattr(module, TRITON), getattr(module, EAGER)
+    triton_path, original_path = getattr(module, TRITON), getattr(module, EAGER)
     monkeypatch.setattr(module, TRITON, lambda *a, **k: calls.append("triton") or triton_path(*a, **k))
-    monkeypatch.setattr(module, EAGER, lambda *a, **k: calls.append("eager") or eager_path(*a, **k))
+    monkeypatch.setattr(module, EAGER, lambda *a, **k: calls.append("original") or original_path(*a, **k))
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     leaf = torch.randn(2, 4, requires_grad=True)
     module(leaf)
     monkeypatch.delenv("TRITON_INTERPRET")
     module(leaf)  # CPU tensors without the interpreter: the original computation
-    assert calls == ["triton", "eager"]
+    assert calls == ["triton", "original"]
     # Asked to leave the backward out, the dispatch is the one without it.
     assert "records" in ast.unparse(
-        _methods(_class(with_eager_path(BACKWARD, ORIGINAL, "Norm", False)))["forward"]
+        _methods(_class(with_original_path(BACKWARD, ORIGINAL, "Norm", False)))["forward"]
     )
 
 
@@ -450,7 +452,7 @@ def test_the_original_class_frame_is_kept_decorators_docstring_and_base():
         "class Norm(nn.Module):",
         '@use_kernel_forward_from_hub("RMSNorm")\n@dataclass_like\nclass Norm(nn.Module):',
     )
-    out = with_eager_path("from torch import nn\n" + CANDIDATE, original, "Norm")
+    out = with_original_path("from torch import nn\n" + CANDIDATE, original, "Norm")
     cls = _class(out)
     assert [ast.unparse(d) for d in cls.decorator_list] == [
         "use_kernel_forward_from_hub('RMSNorm')",
@@ -459,13 +461,13 @@ def test_the_original_class_frame_is_kept_decorators_docstring_and_base():
     assert ast.get_docstring(cls) == "Docstring."
     assert [ast.unparse(b) for b in cls.bases] == ["nn.Module"]
     # Where the suggestion does not bind the original's name for the base, its own spelling stays.
-    out = with_eager_path(CANDIDATE, original, "Norm")
+    out = with_original_path(CANDIDATE, original, "Norm")
     assert [ast.unparse(b) for b in _class(out).bases] == ["torch.nn.Module"]
     # A generated class with a docstring of its own keeps it.
     own = CANDIDATE.replace(
         "class Norm(torch.nn.Module):\n", 'class Norm(torch.nn.Module):\n    """Mine."""\n\n'
     )
-    assert ast.get_docstring(_class(with_eager_path(own, original, "Norm"))) == "Mine."
+    assert ast.get_docstring(_class(with_original_path(own, original, "Norm"))) == "Mine."
 
 
 _SCALE = textwrap.dedent(
@@ -505,7 +507,7 @@ def test_a_kernels_guards_take_the_original_computation_instead_of_raising(monke
     suggestion a model in another dtype, or built with another setting, runs the original code."""
     import torch
 
-    out = with_eager_path(GUARDED, GUARDED_ORIGINAL, "Scale")
+    out = with_original_path(GUARDED, GUARDED_ORIGINAL, "Scale")
     assert "raise NotImplementedError" not in out
     assert (
         "            # the kernel is specialised to weight.dtype == torch.float32; otherwise the original "
@@ -532,7 +534,7 @@ def test_guards_are_left_alone_when_the_signatures_differ():
     candidate = GUARDED.replace("def forward(self, x):", "def forward(self, inp):").replace(
         "return x", "return inp"
     )
-    out = with_eager_path(candidate, GUARDED_ORIGINAL, "Scale")
+    out = with_original_path(candidate, GUARDED_ORIGINAL, "Scale")
     assert out.count("raise NotImplementedError") == 2
 
 
@@ -569,7 +571,7 @@ def test_the_original_forwards_decorators_wrap_both_paths(monkeypatch):
     )
     candidate = original.replace("return x * self.scale", "return x * self.scale + 0.0  # the kernel")
     candidate = candidate.replace("    @torch.no_grad()\n    @refresh\n", "")
-    out = with_eager_path(candidate, original, "Table")
+    out = with_original_path(candidate, original, "Table")
     cls = next(n for n in ast.parse(out).body if isinstance(n, ast.ClassDef))
     methods = {
         f.name: [ast.unparse(d) for d in f.decorator_list] for f in cls.body if isinstance(f, ast.FunctionDef)

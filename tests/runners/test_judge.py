@@ -3,8 +3,8 @@
 Three tiers:
 
 - the adversarial suite: candidates that cheat or carry the bugs generated kernels really have,
-  run through ``kernelize run`` with its defaults (sandboxes, the original computation kept as the
-  CPU path, the Triton interpreter). Each one gets past every check its own process makes (their
+  run through ``kernelize run`` with its defaults (sandboxes, the original path kept for CPU
+  inputs, the Triton interpreter). Each one gets past every check its own process makes (their
   reasons start with ``judge``, which the pipeline asks only when the runner claims ``correct``)
   and is caught by the judge; honest controls stay ``correct``;
 - forged replies: a real reference run, then replies written by hand, so every way a runner can

@@ -153,7 +153,7 @@ def _request(judge: Judge, candidate: Path) -> tuple[dict[str, Any], list[str]]:
         "candidate": str(candidate),
         "build": judge.build,
         "dtype": None,
-        "in_module": False,
+        "original_path": False,
     }
     return req, [*sandbox.problem_paths(judge.file, None), str(candidate)]
 
