@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, selectinload, sessionmaker
 
 from bot import tracking
 from bot.commands import Target
-from bot.github import GitHubError, InstallationClient, PullInfo
+from bot.github import GitHubError, PullInfo, RepoClient
 from bot.models import Suggestion
 from runners.apply import ApplyError, check_applied
 
@@ -230,20 +230,18 @@ def _record(sessions: sessionmaker[Session], repository: str, number: int, done:
 
 
 def apply(
-    client: InstallationClient,
+    github: RepoClient,
     sessions: sessionmaker[Session],
-    owner: str,
-    repo: str,
     number: int,
     target: Target,
     sender: str,
 ) -> Applied:
     """Commit the suggestion ``target`` names to the pull request's branch; Refused says why not."""
-    pull = client.pull(owner, repo, number)
+    pull = github.pull(number)
     if pull.state != "open":
         raise Refused("This pull request is closed; nothing to commit.")
-    rows = _rows(sessions, f"{owner}/{repo}", number, target)
-    head = client.commit(owner, repo, pull.head_sha)
+    rows = _rows(sessions, github.full_name, number, target)
+    head = github.commit(pull.head_sha)
     mine = marked(head.message)
     earlier = next((s for s in rows if mine is not None and s.id == mine[0]), None)
     if mine is not None and earlier is not None:  # done already: a retry, or the same command twice
@@ -252,7 +250,7 @@ def apply(
         s = choose(rows, target, pull.head_sha)
         if pull.is_fork:
             raise _fork_refusal(s, pull)
-        found = client.file_at(owner, repo, s.path, pull.head_sha)
+        found = github.file_at(s.path, pull.head_sha)
         if found is None:
             raise Refused(
                 f"`{s.path}` is not in the pull request's head `{pull.head_sha[:7]}`; nothing to commit."
@@ -260,13 +258,13 @@ def apply(
         text = file_after(s, found.text)
         mark = marker(s.id, s.head_sha)
         try:
-            pushed = client.commit_file(
-                owner, repo, pull.head_ref, s.path, text, found.blob_sha, commit_message(s, sender), mark
+            pushed = github.commit_file(
+                pull.head_ref, s.path, text, found.blob_sha, commit_message(s, sender), mark
             )
         except GitHubError as exc:
             raise _push_refusal(exc, pull.head_ref, _command(s.target)) from None
         done = Applied(s.id, s.target, pushed.sha, pushed.html_url, pull.head_ref, s.head_sha)
-    waiting = _record(sessions, f"{owner}/{repo}", number, done, sender)
+    waiting = _record(sessions, github.full_name, number, done, sender)
     return dataclasses.replace(done, waiting=waiting)
 
 
@@ -288,10 +286,8 @@ def reply(done: Applied) -> str:
 
 
 def answer(
-    client: InstallationClient,
+    github: RepoClient,
     sessions: sessionmaker[Session],
-    owner: str,
-    repo: str,
     number: int,
     comment_id: int,
     target: Target,
@@ -301,11 +297,11 @@ def answer(
     same command is handled again) and 🚀, or 😕 with the reason."""
     mark = REPLY_MARKER.format(comment_id)
     try:
-        done = apply(client, sessions, owner, repo, number, target, sender)
+        done = apply(github, sessions, number, target, sender)
     except Refused as refused:
-        client.react(owner, repo, comment_id, "confused")
-        client.upsert_comment(owner, repo, number, mark, f"{refused.message}\n{mark}")
+        github.react(comment_id, "confused")
+        github.upsert_comment(number, mark, f"{refused.message}\n{mark}")
         return {"action": "apply", "refused": refused.message}
-    client.upsert_comment(owner, repo, number, mark, f"{reply(done)}\n{mark}")
-    client.react(owner, repo, comment_id, "rocket")
+    github.upsert_comment(number, mark, f"{reply(done)}\n{mark}")
+    github.react(comment_id, "rocket")
     return {"action": "apply", "commit": done.sha, "suggestion": done.suggestion_id, "already": done.already}

@@ -37,6 +37,7 @@ __all__ = [
     "InstallationClient",
     "PullFile",
     "PullInfo",
+    "RepoClient",
     "ReviewComment",
 ]
 
@@ -412,6 +413,14 @@ class InstallationClient:
 
     def _call(self, method: str, path: str) -> AbstractContextManager[None]:
         return _translated(method, path, self._app._scrub)
+
+    def bot_login(self) -> str:
+        """The app's own user login (``<slug>[bot]``): what its comments and commits are signed as."""
+        return self._app.bot_login()
+
+    def repository(self, owner: str, repo: str) -> RepoClient:
+        """This client bound to one repository."""
+        return RepoClient(self, owner, repo)
 
     def _repo(self, owner: str, repo: str) -> Repository:
         return self._gh.get_repo(f"{owner}/{repo}")  # lazy: no request until an attribute is read
@@ -812,6 +821,128 @@ class InstallationClient:
             total += len(text)
             files[entry.path] = text
         return files
+
+
+@dataclass(frozen=True)
+class RepoClient:
+    """What a task does on GitHub in one repository: :class:`InstallationClient`'s calls with
+    ``owner`` and ``repo`` given once, so the flows of ``bot/flows/`` name the repository nowhere else."""
+
+    client: InstallationClient
+    owner: str
+    repo: str
+
+    @property
+    def full_name(self) -> str:
+        """``owner/repo``, as the database keys a repository."""
+        return f"{self.owner}/{self.repo}"
+
+    @property
+    def installation_id(self) -> int:
+        return self.client.installation_id
+
+    def bot_login(self) -> str:
+        return self.client.bot_login()
+
+    def pull(self, number: int) -> PullInfo:
+        return self.client.pull(self.owner, self.repo, number)
+
+    def pull_files(self, number: int) -> list[PullFile]:
+        return self.client.pull_files(self.owner, self.repo, number)
+
+    def file_text(self, path: str, ref: str) -> str | None:
+        return self.client.file_text(self.owner, self.repo, path, ref)
+
+    def file_at(self, path: str, ref: str) -> FileAtRef | None:
+        return self.client.file_at(self.owner, self.repo, path, ref)
+
+    def commit_file(
+        self, branch: str, path: str, text: str, blob_sha: str, message: str, marker: str
+    ) -> PushedCommit:
+        return self.client.commit_file(self.owner, self.repo, branch, path, text, blob_sha, message, marker)
+
+    def permission(self, username: str) -> str:
+        return self.client.permission(self.owner, self.repo, username)
+
+    def create_check_run(
+        self,
+        head_sha: str,
+        name: str,
+        status: str,
+        output: Mapping[str, str] | None = None,
+        external_id: str | None = None,
+        actions: Sequence[Mapping[str, str]] | None = None,
+        conclusion: str | None = None,
+    ) -> int:
+        return self.client.create_check_run(
+            self.owner,
+            self.repo,
+            head_sha,
+            name,
+            status,
+            output=output,
+            external_id=external_id,
+            actions=actions,
+            conclusion=conclusion,
+        )
+
+    def update_check_run(
+        self,
+        check_run_id: int,
+        *,
+        status: str | None = None,
+        conclusion: str | None = None,
+        output: Mapping[str, str] | None = None,
+    ) -> None:
+        self.client.update_check_run(
+            self.owner, self.repo, check_run_id, status=status, conclusion=conclusion, output=output
+        )
+
+    def check_runs(self, sha: str, name: str) -> list[CheckRunInfo]:
+        return self.client.check_runs(self.owner, self.repo, sha, name)
+
+    def create_review(
+        self,
+        number: int,
+        commit_sha: str,
+        body: str,
+        comments: Sequence[ReviewComment],
+        marker: str | None = None,
+    ) -> int:
+        return self.client.create_review(self.owner, self.repo, number, commit_sha, body, comments, marker)
+
+    def review_bodies(self, number: int) -> list[str]:
+        return self.client.review_bodies(self.owner, self.repo, number)
+
+    def reviews(self, number: int) -> list[ReviewInfo]:
+        return self.client.reviews(self.owner, self.repo, number)
+
+    def review_comments(self, number: int, review_id: int) -> list[LineComment]:
+        return self.client.review_comments(self.owner, self.repo, number, review_id)
+
+    def review_comment_reactions(self, comment_id: int) -> list[str]:
+        return self.client.review_comment_reactions(self.owner, self.repo, comment_id)
+
+    def update_review(self, number: int, review_id: int, body: str) -> None:
+        self.client.update_review(self.owner, self.repo, number, review_id, body)
+
+    def edit_review_comment(self, comment_id: int, body: str) -> None:
+        self.client.edit_review_comment(self.owner, self.repo, comment_id, body)
+
+    def upsert_comment(self, number: int, marker: str, body: str, *, create: bool = True) -> int | None:
+        return self.client.upsert_comment(self.owner, self.repo, number, marker, body, create=create)
+
+    def comment(self, number: int, body: str) -> int:
+        return self.client.comment(self.owner, self.repo, number, body)
+
+    def react(self, comment_id: int, content: str) -> None:
+        self.client.react(self.owner, self.repo, comment_id, content)
+
+    def commit(self, sha: str) -> CommitInfo:
+        return self.client.commit(self.owner, self.repo, sha)
+
+    def python_files(self, ref: str, limit_bytes: int, *, pull_number: int | None = None) -> dict[str, str]:
+        return self.client.python_files(self.owner, self.repo, ref, limit_bytes, pull_number=pull_number)
 
 
 # ---------------------------------------------------------------------------

@@ -115,7 +115,7 @@ class Job(Base):
     # What the check run shows while the GPU tasks run: {"sent", "seq", "modules": [ModuleProgress]}
     progress: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     # The check run's last word ({"conclusion", "output"}), kept before it is sent: a progress update
-    # that reaches GitHub after it puts it back (bot/tasks.py, record_progress)
+    # that reaches GitHub after it puts it back (bot/flows/progress.py)
     check_final: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)

@@ -1,6 +1,6 @@
 """Which classes a change touches, and the review its reports make: pure decisions, no I/O.
 
-The App (``bot/tasks.py``: files and texts from GitHub) and ``kernelize review``
+The App (``bot/flows/plan.py``: files and texts from GitHub) and ``kernelize review``
 (``bot/local_review.py``: files and texts from a local git repository) both hand
 in the changed files and a way to read a file at the head, and get the same
 targets; both turn the engine's reports into the same review.

@@ -2,7 +2,7 @@
 (and, while the GPU tasks run, the check run's per-module progress).
 
 Pure functions, no I/O: reports, line ranges and patches in; text and plain
-records out. ``bot/tasks.py`` hands the results to ``bot/github.py``.
+records out. ``bot/flows/publish.py`` hands the results to ``bot/github.py``.
 
 GitHub's limits shape the output (see PITFALLS.md): a comment body holds at
 most 65,536 characters, a check run's summary and text 65,535 characters

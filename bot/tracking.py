@@ -32,11 +32,12 @@ MOVES = {
 
 
 class Reader(Protocol):
-    """What detection needs from GitHub (``bot.github.InstallationClient`` is one)."""
+    """What detection needs from GitHub, in the pull request's repository (``bot.github.RepoClient``
+    is one)."""
 
-    def file_text(self, owner: str, repo: str, path: str, ref: str) -> str | None: ...
+    def file_text(self, path: str, ref: str) -> str | None: ...
 
-    def review_comment_reactions(self, owner: str, repo: str, comment_id: int) -> list[str]: ...
+    def review_comment_reactions(self, comment_id: int) -> list[str]: ...
 
 
 def normalized(code: str) -> str:
@@ -167,14 +168,13 @@ class Push:
 def on_push(session: Session, reader: Reader, repository: str, number: int, push: Push) -> dict[str, int]:
     """A new head: each open suggestion is applied (its code is there), outdated (its lines changed
     otherwise) or still waiting."""
-    owner, repo = repository.split("/", 1)
     counts = {"applied": 0, "outdated": 0}
     texts: dict[str, str | None] = {}
     for s in open_suggestions(session, repository, number):
         if s.head_sha == push.head_sha:
             continue
         if s.path not in texts:
-            texts[s.path] = reader.file_text(owner, repo, s.path, push.head_sha)
+            texts[s.path] = reader.file_text(s.path, push.head_sha)
         text = texts[s.path]
         present = text is not None and normalized(s.code) in normalized(text)
         if present and s.status == "posted":
@@ -224,12 +224,11 @@ def on_thread_resolved(
 
 def refresh_feedback(session: Session, reader: Reader, repository: str, number: int) -> None:
     """👍 / 👎 on each suggestion comment of the pull request (GitHub sends no event for reactions)."""
-    owner, repo = repository.split("/", 1)
     query = select(Suggestion).where(Suggestion.repository == repository, Suggestion.pull_number == number)
     for s in session.execute(query).scalars():
         if s.comment_id is None:
             continue
-        found = reader.review_comment_reactions(owner, repo, s.comment_id)
+        found = reader.review_comment_reactions(s.comment_id)
         s.thumbs_up, s.thumbs_down = found.count("+1"), found.count("-1")
 
 

@@ -1,5 +1,5 @@
 """A Celery app for a real worker in tests: a module's GPU task that fails, and the chord callbacks
-of bot/tasks.py's ``run_chord`` recording what they got into the broker's Redis
+of bot/flows/plan.py's ``run_chord`` recording what they got into the broker's Redis
 (list ``kernelize-test:chord``). ``celery -A chord_worker_tasks worker -Q github,gpu``."""
 
 from __future__ import annotations

@@ -201,12 +201,13 @@ def running_job(world: Any) -> Callable[..., dict[str, Any]]:
     """``running_job(**fields) -> context``: a job running for ``world``'s pull request with its check
     run in progress, as a plan leaves it (``fields`` set on the job); the context its tasks get."""
     from bot import tasks
+    from bot.flows.common import CHECK_NAME
     from bot.models import Job
     from tests.bot.flow import HEAD, INSTALLATION, NUMBER, OWNER, REPO
 
     def make(**fields: Any) -> dict[str, Any]:
         check_run_id = tasks._client(INSTALLATION).create_check_run(
-            OWNER, REPO, HEAD, tasks.CHECK_NAME, "in_progress", external_id="k"
+            OWNER, REPO, HEAD, CHECK_NAME, "in_progress", external_id="k"
         )
         with world.sessions() as session, session.begin():
             job = Job(

@@ -186,7 +186,7 @@ def _chord_outcome(redis_client: Any, timeout_s: float = 60) -> dict[str, Any]:
 def test_a_module_task_that_fails_ends_the_job_through_the_error_callback(
     redis_url: str, redis_client: Any, chord_worker: subprocess.Popen[bytes], explode: bool
 ) -> None:
-    from bot.tasks import run_chord
+    from bot.flows.plan import run_chord
     from runners.celery_app import GPU_QUEUE, KERNELIZE_TASK, make_celery
     from tests.bot.flow import publish_context
 

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from bot import tasks
+from bot.flows import plan
 from bot.models import Installation, Job
 from runners.messages import MODULE_RESULT_VERSION, ModuleResult
 from runners.results import DeviceInfo, ModuleReport
@@ -107,7 +108,7 @@ def test_status_and_cancel(world: World, running_job: Callable[..., dict[str, An
     with world.sessions() as session:
         [job] = session.query(Job).all()
         assert job.state == "cancelled" and "maintainer" in job.detail
-        # Its check run's last word, kept for a progress update still on its way (bot.tasks.show_progress).
+        # Its check run's last word, kept for a progress update still on its way (bot/flows/progress.py).
         assert job.check_final is not None and job.check_final["conclusion"] == "cancelled"
     [run] = world.checks()
     assert (run.id, run.conclusion) == (context["check_run_id"], "cancelled")
@@ -133,7 +134,7 @@ def test_limits_make_a_run_wait_with_a_message(world: World, monkeypatch: pytest
         tasks.plan_pull_request(
             None, INSTALLATION, OWNER, REPO, NUMBER, reason="command", sender="maintainer"
         )
-    assert waited.value.countdown == tasks.WAIT_RETRY_S
+    assert waited.value.countdown == plan.WAIT_RETRY_S
     [check] = world.checks()
     assert check.status == "queued" and "limit 1" in check.output["summary"]
     with world.sessions() as session:
@@ -249,7 +250,7 @@ def test_auto_run_off_and_drafts(world: World) -> None:
 def test_a_failed_module_task_fails_the_job_and_completes_the_check_run(
     world: World, running_job: Callable[..., dict[str, Any]]
 ) -> None:
-    """The chord's error callback (bot.tasks.run_chord): no results will come, so the job ends
+    """The chord's error callback (bot.flows.plan.run_chord): no results will come, so the job ends
     failed, the check run is completed with the reason, and the command that started it is answered."""
     from bot import tasks
 

@@ -11,7 +11,10 @@ from collections.abc import Iterator
 import pytest
 
 from bot import tasks
-from bot.repo_config import load_repo_config
+from bot.flows import plan
+from bot.flows.common import has_write
+from bot.github import RepoClient
+from bot.repo_config import RepoConfig, load_repo_config
 from tests.fake_github import FakeGitHub, added_file_patch, fake_sha
 
 SOURCE = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self, x):\n        return x * 2\n"
@@ -77,8 +80,17 @@ def test_the_button_pressed_by_someone_without_write_access_does_nothing(gh: Fak
     assert result["skipped"].startswith("waiting for a maintainer")
 
 
+def _may_run(
+    client: RepoClient, author: tuple[str, str], reason: str, sender: str, config: RepoConfig
+) -> bool:
+    """What the plan decides for a pull request by ``author`` (association, login), asking GitHub
+    for the permission of whoever it names."""
+    login = plan.who_decides(reason, sender, *author, config.trust.associations)
+    return login is None or has_write(client, login)
+
+
 def test_who_may_run(gh: FakeGitHub) -> None:
-    client = tasks._client(77)
+    client = tasks._client(77).repository("octo", "models")
     gh.set_permission("octo", "models", "maint", "maintain")
     gh.set_permission("octo", "models", "writer", "write")
     cases = [
@@ -90,18 +102,17 @@ def test_who_may_run(gh: FakeGitHub) -> None:
     ]
     config = load_repo_config(None)
     for association, author, reason, sender, expected in cases:
-        pull = type("Pull", (), {"author_association": association, "author_login": author})()
-        assert tasks._may_run(client, "octo", "models", pull, reason, sender, config) is expected, (
+        assert _may_run(client, (association, author), reason, sender, config) is expected, (
             association,
             reason,
         )
     # The repository may trust more associations, or fewer.
-    pull = type("Pull", (), {"author_association": "CONTRIBUTOR", "author_login": "someone"})()
+    pull = ("CONTRIBUTOR", "someone")
     wider = load_repo_config("trust:\n  associations: [OWNER, MEMBER, COLLABORATOR, CONTRIBUTOR]\n")
-    assert tasks._may_run(client, "octo", "models", pull, "pull_request.opened", "", wider) is True
+    assert _may_run(client, pull, "pull_request.opened", "", wider) is True
     owner_only = load_repo_config("trust:\n  associations: [OWNER]\n")
-    pull = type("Pull", (), {"author_association": "MEMBER", "author_login": "someone"})()
-    assert tasks._may_run(client, "octo", "models", pull, "pull_request.opened", "", owner_only) is False
+    pull = ("MEMBER", "someone")
+    assert _may_run(client, pull, "pull_request.opened", "", owner_only) is False
     # A command or a label counts who gave it, not who wrote the pull request.
-    assert tasks._may_run(client, "octo", "models", pull, "command", "writer", owner_only) is True
-    assert tasks._may_run(client, "octo", "models", pull, "pull_request.labeled", "someone", wider) is False
+    assert _may_run(client, pull, "command", "writer", owner_only) is True
+    assert _may_run(client, pull, "pull_request.labeled", "someone", wider) is False
