@@ -53,7 +53,7 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
 
-    settings = pipeline.Settings(device=args.device, compile_baseline=False)
+    settings = pipeline.EngineSettings(device=args.device, compile_baseline=False)
     problems, _ = pipeline.problems_for(str(ROOT / "tests/problems/add_relu.py"), str(ROOT), "Model")
     problem = problems[0]
     cand = next(

@@ -612,7 +612,7 @@ def run(args: argparse.Namespace, device: str, progress: Any) -> Run:
         gens = [make_generator(n, {"device": device, "timeout_s": args.timeout}) for n in names]
     except GeneratorError as exc:
         raise SystemExit(f"kernel_quality: {exc}") from None
-    settings = pipeline.Settings(
+    settings = pipeline.EngineSettings(
         device=device,
         timeout_s=args.timeout,
         min_speedup=args.min_speedup,

@@ -325,7 +325,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     generators, unavailable = _generators(
         args.generators, args.candidates, device, _generator_options(args, device)
     )
-    settings = pipeline.Settings(
+    settings = pipeline.EngineSettings(
         device=device,
         timeout_s=args.timeout,
         memory_mb=args.memory,
@@ -441,7 +441,7 @@ def cmd_review(args: argparse.Namespace) -> int:
         args.generators or config.generators, args.candidates, device, options
     )
     min_speedup = args.min_speedup or config.min_speedup or DEFAULT_MIN_SPEEDUP
-    settings = pipeline.Settings(
+    settings = pipeline.EngineSettings(
         device=device,
         timeout_s=args.timeout,
         memory_mb=args.memory,

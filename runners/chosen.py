@@ -29,7 +29,7 @@ from runners.results import CandidateResult, ModuleReport, Status, Verdict
 from runners.verify import uses_tf32_dot
 
 if TYPE_CHECKING:
-    from runners.pipeline import Settings
+    from runners.pipeline import EngineSettings
 
 CPU_MEMORY_CHECK = f"memory check: {bounds.KIND} on every load and store (in the candidate's process)"
 
@@ -37,7 +37,7 @@ CPU_MEMORY_CHECK = f"memory check: {bounds.KIND} on every load and store (in the
 def check_chosen(
     problem: Problem,
     candidates: list[Candidate],
-    settings: Settings,
+    settings: EngineSettings,
     env: dict[str, str],
     judge: Judge,
     report: ModuleReport,
@@ -69,7 +69,7 @@ def check_chosen(
 def _run(
     problem: Problem,
     cand: Candidate,
-    settings: Settings,
+    settings: EngineSettings,
     env: dict[str, str],
     judge: Judge,
     family: above_int32.Family,

@@ -67,7 +67,10 @@ Progress = Callable[[str], None]
 
 
 @dataclass
-class Settings:
+class EngineSettings:
+    """How the engine checks and times one run's candidates (from the command line, or from a GPU
+    request); not the App's environment settings (``bot.settings.Settings``)."""
+
     device: str = "cpu"  # "cpu" (Triton interpreter, untimed) or "cuda"
     timeout_s: float = DEFAULT_TIMEOUT_S  # per candidate
     memory_mb: int = 8192
@@ -166,7 +169,7 @@ class Judged:
 def kernelize(
     problem: Problem,
     generators: list[Generator],
-    settings: Settings,
+    settings: EngineSettings,
     progress: Progress = _quiet,
 ) -> ModuleReport:
     with contextlib.ExitStack() as held:
@@ -176,7 +179,7 @@ def kernelize(
 def kernelize_judged(
     problem: Problem,
     generators: list[Generator],
-    settings: Settings,
+    settings: EngineSettings,
     held: contextlib.ExitStack,
     progress: Progress = _quiet,
 ) -> tuple[ModuleReport, Judged | None]:
@@ -192,7 +195,7 @@ def kernelize_judged(
 def _kernelize_judged(
     problem: Problem,
     generators: list[Generator],
-    settings: Settings,
+    settings: EngineSettings,
     held: contextlib.ExitStack,
     progress: Progress,
 ) -> tuple[ModuleReport, Judged | None]:
@@ -297,7 +300,7 @@ def _checked_dtype(built: str, wanted: str | None) -> str:
 
 
 def _prepare(
-    problem: Problem, settings: Settings, env: dict[str, str], stack: contextlib.ExitStack
+    problem: Problem, settings: EngineSettings, env: dict[str, str], stack: contextlib.ExitStack
 ) -> tuple[dict[str, Any], Judge | None]:
     """One reference runner: it resolves how to build the module, the judge plans its calls from
     that, and the same runner runs the original on them. (prep, the judge holding the answers)."""
@@ -373,7 +376,7 @@ def _prepare(
 def _collect(
     problem: Problem,
     generators: list[Generator],
-    settings: Settings,
+    settings: EngineSettings,
     report: ModuleReport,
     progress: Progress,
 ) -> list[Candidate]:
@@ -437,12 +440,12 @@ def _normalize(cand: Candidate, problem: Problem, original_path: bool) -> Candid
     return None
 
 
-def _own_backward(problem: Problem, cand: Candidate, settings: Settings) -> bool:
+def _own_backward(problem: Problem, cand: Candidate, settings: EngineSettings) -> bool:
     """Whether the suggestion trains through the candidate's own backward."""
     return settings.original_path and has_backward(cand.generated or cand.source, problem.class_name)
 
 
-def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bool) -> str:
+def _training(problem: Problem, cand: Candidate, settings: EngineSettings, checked: bool) -> str:
     """What the suggestion does when autograd records, once the judge has compared its gradients."""
     if not checked:
         return TRAINING_UNCHECKED
@@ -451,7 +454,7 @@ def _training(problem: Problem, cand: Candidate, settings: Settings, checked: bo
     return TRAINING_ORIGINAL
 
 
-def _compiled(cand: Candidate, settings: Settings) -> str:
+def _compiled(cand: Candidate, settings: EngineSettings) -> str:
     """What the suggestion runs under torch.compile, once the judge's compiled calls passed: the
     dispatch (runners/fallback.py) keeps the kernels only when their launches are custom ops. The
     kernel alone (``original_path`` off) is checked like a benchmark answer: eagerly, for inference."""
@@ -476,7 +479,7 @@ def _without_wrong_backward(
     cand: Candidate,
     result: CandidateResult,
     prep: dict[str, Any],
-    settings: Settings,
+    settings: EngineSettings,
     env: dict[str, str],
     judge: Judge,
 ) -> CandidateResult:
@@ -523,7 +526,7 @@ def _without_wrong_backward(
 AHEAD_MIN_CORES = 4  # where runs are timed: an importing runner takes a core of its own
 
 
-def runs_ahead(settings: Settings) -> bool:
+def runs_ahead(settings: EngineSettings) -> bool:
     """Whether the next candidate's runner may start while one runs: always when nothing is timed,
     else only with cores to spare, so that its imports never share a core with a timed run."""
     timed = settings.device == "cuda" or settings.time_on_cpu
@@ -548,7 +551,7 @@ class Runner:
         shutil.rmtree(self.folder, ignore_errors=True)
 
 
-def start_runner(problem: Problem, settings: Settings, env: dict[str, str], judge: Judge) -> Runner:
+def start_runner(problem: Problem, settings: EngineSettings, env: dict[str, str], judge: Judge) -> Runner:
     """Start a candidate's sandbox: its Python imports the checks (torch, Triton) and waits for the
     request; nothing of the candidate is in it until then."""
     folder = Path(tempfile.mkdtemp(prefix="kernelize-cand-"))
@@ -589,7 +592,7 @@ def evaluate_candidate(
     problem: Problem,
     cand: Candidate,
     prep: dict[str, Any],
-    settings: Settings,
+    settings: EngineSettings,
     env: dict[str, str],
     judge: Judge,
     whole_file: bool = False,
@@ -784,7 +787,7 @@ def _score_training(result: CandidateResult, timed: Timed, min_speedup: float) -
     ) = _figures(timed.timings, min_speedup)
 
 
-def choose_best(report: ModuleReport, settings: Settings) -> None:
+def choose_best(report: ModuleReport, settings: EngineSettings) -> None:
     """The fastest correct candidate that clears the minimum speedup; on CPU the first correct one."""
     correct = [c for c in report.candidates if c.status is Status.CORRECT]
     timed = [c for c in correct if c.median_ms is not None]

@@ -86,7 +86,7 @@ def _kernelize_file(request: GpuRequest, device: str) -> list[ModuleReport]:
     refused = sandbox.refusal(device)
     if refused:  # the pull request's code runs only in a sandbox: none here, so none of it runs
         return [_skipped(targets[n], rel_path, n, f"{refused}; {REFUSED}") for n in names]
-    settings = pipeline.Settings(
+    settings = pipeline.EngineSettings(
         device=device,
         timeout_s=request.timeout_s,
         min_speedup=request.min_speedup,
@@ -131,7 +131,7 @@ def kernelize_classes(
     names: list[str],
     entries: dict[str, ModuleEntry],
     generators: list[Generator],
-    settings: pipeline.Settings,
+    settings: pipeline.EngineSettings,
     *,
     errors: Sequence[CandidateResult] = (),
     unavailable: dict[str, str] | None = None,

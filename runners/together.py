@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from runners import pipeline
 from runners.apply import ApplyError, Suggestion, check_applied_together
 from runners.generators.base import Candidate, Generator, Problem
-from runners.pipeline import Judged, Progress, Settings
+from runners.pipeline import EngineSettings, Judged, Progress
 from runners.results import ModuleReport, Status, Verdict
 
 # A suggested class and what checking it again takes.
@@ -38,7 +38,7 @@ Suggested = tuple[ModuleReport, Judged, Candidate]
 def kernelize_file(
     problems: Sequence[Problem],
     generators: list[Generator],
-    settings: Settings,
+    settings: EngineSettings,
     progress: Progress = lambda _: None,
 ) -> list[ModuleReport]:
     """The reports of ``problems`` (classes of one file), their suggestions checked applied together."""
@@ -70,7 +70,7 @@ def _suggestion(report: ModuleReport, judged: Judged | None) -> Candidate | None
     return next((c for c in judged.candidates if (c.generator, c.id) == (best.generator, best.id)), None)
 
 
-def check_together(suggested: Sequence[Suggested], settings: Settings, progress: Progress) -> None:
+def check_together(suggested: Sequence[Suggested], settings: EngineSettings, progress: Progress) -> None:
     """Withdraw, one at a time, each suggestion that does not verify with the others applied,
     until those left verify together."""
     left = sorted(suggested, key=lambda s: s[1].problem.module.lineno)

@@ -122,7 +122,7 @@ def test_a_class_already_kernelized_is_recognised_and_not_run_again(tmp_path):
     path = tmp_path / "norm.py"
     path.write_text(out)
     [problem], _ = pipeline.problems_for(str(path), str(tmp_path), "Norm", {})
-    report = pipeline.kernelize(problem, [], pipeline.Settings(device="cpu"))
+    report = pipeline.kernelize(problem, [], pipeline.EngineSettings(device="cpu"))
     # Before anything is built or run: nothing to generate, and never "rejected".
     assert (report.status, report.reason, report.candidates) == ("kernelized", KERNELIZED, [])
 

@@ -27,7 +27,7 @@ CANDIDATES = ROOT / "tests" / "candidates"
 
 def _kernelize(problem_file: str, candidates: Path) -> ModuleReport:
     [problem], _ = pipeline.problems_for(str(PROBLEMS / problem_file), str(ROOT), "Model")
-    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=16384)
+    settings = pipeline.EngineSettings(device="cuda", timeout_s=300, memory_mb=16384)
     return pipeline.kernelize(problem, [make_generator("files", {"candidates": str(candidates)})], settings)
 
 
@@ -102,7 +102,7 @@ TIMING_CAUGHT = {
 @pytest.fixture(scope="module")
 def timed_cheats() -> ModuleReport:
     [problem], _ = pipeline.problems_for(str(ROOT / "bench/problems/add_relu.py"), str(ROOT), "Model")
-    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=32768, compile_baseline=False)
+    settings = pipeline.EngineSettings(device="cuda", timeout_s=300, memory_mb=32768, compile_baseline=False)
     files = make_generator("files", {"candidates": str(CANDIDATES / "adversarial" / "timing_cuda")})
     return pipeline.kernelize(problem, [files], settings)
 
@@ -129,7 +129,7 @@ def test_gpu_timing_cheats_are_caught(timed_cheats, name):
 def trained() -> ModuleReport:
     """The template generator's RMSNorm, whose training path is its own Triton backward."""
     [problem], _ = pipeline.problems_for(str(PROBLEMS / "layers.py"), str(ROOT), "RMSNorm")
-    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=16384)
+    settings = pipeline.EngineSettings(device="cuda", timeout_s=300, memory_mb=16384)
     return pipeline.kernelize(problem, [make_generator("template", {})], settings)
 
 
@@ -179,7 +179,7 @@ def memory_checked(tmp_path_factory) -> dict[str, ModuleReport]:
         shutil.copy(suite / name, cheats)
     shutil.copy(suite / "ok.py", control)
     [problem], _ = pipeline.problems_for(str(PROBLEMS / "shifted_relu.py"), str(ROOT), "Model")
-    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=32768, compile_baseline=False)
+    settings = pipeline.EngineSettings(device="cuda", timeout_s=300, memory_mb=32768, compile_baseline=False)
     return {
         name: pipeline.kernelize(problem, [make_generator("files", {"candidates": str(folder)})], settings)
         for name, folder in (("cheats", cheats), ("control", control))

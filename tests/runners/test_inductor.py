@@ -75,7 +75,7 @@ class FixtureGenerator:
 
 
 def _kernelize(name: str) -> ModuleReport:
-    settings = pipeline.Settings(device="cpu", timeout_s=300)
+    settings = pipeline.EngineSettings(device="cpu", timeout_s=300)
     return pipeline.kernelize(_problem(name), [FixtureGenerator(_capture(name))], settings)
 
 
@@ -288,7 +288,7 @@ def test_cli_reports_the_decline(cli, tmp_path):
 
 @pytest.fixture(scope="module")
 def gpu_reports() -> dict[str, ModuleReport]:
-    settings = pipeline.Settings(device="cuda", timeout_s=300, memory_mb=16384)
+    settings = pipeline.EngineSettings(device="cuda", timeout_s=300, memory_mb=16384)
     gen = make_generator("inductor", {"device": "cuda"})
     return {name: pipeline.kernelize(_problem(name), [gen], settings) for name in ("Softmax", "LinearGelu")}
 

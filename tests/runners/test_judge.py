@@ -152,7 +152,7 @@ def timed() -> dict[str, Any]:
     from runners.generators import make_generator
 
     [problem], _ = pipeline.problems_for(str(ROOT / SUITES["add_relu"]), str(ROOT), "Model")
-    settings = pipeline.Settings(device="cpu", time_on_cpu=True, timeout_s=120)
+    settings = pipeline.EngineSettings(device="cpu", time_on_cpu=True, timeout_s=120)
     files = make_generator("files", {"candidates": str(ADVERSARIAL / "timing")})
     report = pipeline.kernelize(problem, [files], settings)
     assert report.status == "ok", report.reason
@@ -183,7 +183,7 @@ def test_a_candidate_with_an_honest_backward_gets_training_figures():
     from runners.results import Verdict
 
     [problem], _ = pipeline.problems_for(str(ROOT / "tests/problems/layers.py"), str(ROOT), "RMSNorm")
-    settings = pipeline.Settings(device="cpu", time_on_cpu=True, timeout_s=300)
+    settings = pipeline.EngineSettings(device="cpu", time_on_cpu=True, timeout_s=300)
     report = pipeline.kernelize(problem, [make_generator("template", {})], settings)
     [c] = report.candidates
     assert c.status.value == "correct", c.reason

@@ -134,7 +134,7 @@ def test_each_message_comes_back_whole_through_json(message: Any) -> None:
 def test_the_defaults_have_one_home() -> None:
     """A request that leaves them out runs the engine's defaults, which the engine's settings share."""
     least = GpuRequest.from_dict({"version": 1, "bundle": "b", "rel_path": "m.py", "class_names": ["M"]})
-    settings = pipeline.Settings()
+    settings = pipeline.EngineSettings()
     assert (least.min_speedup, least.samples, least.timeout_s) == (
         settings.min_speedup,
         settings.samples,

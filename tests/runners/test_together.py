@@ -78,7 +78,7 @@ def test_two_suggestions_that_compose_are_both_suggested(tmp_path):
     with both applied."""
     problems, _ = pipeline.problems_for(str(PROBLEM), str(ROOT), None)
     files = FilesGenerator(candidates(tmp_path, scale_op="kernelize::scale"))
-    reports = together.kernelize_file(problems, [files], pipeline.Settings(device="cpu", timeout_s=300))
+    reports = together.kernelize_file(problems, [files], pipeline.EngineSettings(device="cpu", timeout_s=300))
     by_class: dict[str, ModuleReport] = {r.class_name: r for r in reports}
     assert [r.best for r in reports] == ["scale_pointwise.py", "shift_pointwise.py"]
     for cls, other in (("Scale", "Shift"), ("Shift", "Scale")):
@@ -153,7 +153,7 @@ def test_the_joint_check_withdraws_the_class_that_fails_with_the_others_applied(
     monkeypatch.setattr(pipeline, "evaluate_candidate", evaluate)
     scale, shift = _suggested("Scale", (4, 6), SCALE), _suggested("Shift", (9, 11), SHIFT)
     said: list[str] = []
-    together.check_together([shift, scale], pipeline.Settings(device="cpu"), said.append)
+    together.check_together([shift, scale], pipeline.EngineSettings(device="cpu"), said.append)
 
     # Scale (first in the file) ran once, as the whole file with both applied; it failed, so the
     # round ended there, and Shift, alone now, needs no joint check.
@@ -178,7 +178,7 @@ def test_suggestions_that_verify_together_say_so(monkeypatch):
         lambda problem, cand, *a, **k: CandidateResult(cand.id, cand.generator, Status.CORRECT),
     )
     scale, shift = _suggested("Scale", (4, 6), SCALE), _suggested("Shift", (9, 11), SHIFT)
-    together.check_together([scale, shift], pipeline.Settings(device="cpu"), lambda _: None)
+    together.check_together([scale, shift], pipeline.EngineSettings(device="cpu"), lambda _: None)
     assert scale[0].candidates[0].provenance["together"] == {"with": ["Shift"], "status": "correct"}
     assert shift[0].candidates[0].provenance["together"] == {"with": ["Scale"], "status": "correct"}
     assert [r.best for r in (scale[0], shift[0])] == ["scale.py", "shift.py"]
@@ -191,7 +191,7 @@ def test_suggestions_that_cannot_be_applied_together_leave_out_the_later_one(mon
     helper = "def _kernel(x):\n    return x\n\n\n"
     scale = _suggested("Scale", (4, 6), helper + SCALE)
     shift = _suggested("Shift", (9, 11), helper + SHIFT)
-    together.check_together([scale, shift], pipeline.Settings(device="cpu"), lambda _: None)
+    together.check_together([scale, shift], pipeline.EngineSettings(device="cpu"), lambda _: None)
     assert scale[0].best == "scale.py"
     [c] = shift[0].candidates
     assert c.status is Status.REJECTED and shift[0].best is None
