@@ -381,14 +381,14 @@ def _show_code(report: RunReport, problems: Sequence[Problem]) -> None:
 def _write_suggestions(folder: Path, report: RunReport, by_file: dict[str, dict[str, Problem]]) -> None:
     """Each file with its modules' suggestions applied together, under ``folder`` at its path from
     the repository root (its name alone when it lies outside)."""
-    from runners.apply import Suggestion, applied_all
+    from runners.apply import ClassEdit, applied_all
 
     modules = {m.target: m for m in report.modules}
     wrote = 0
     for same_file in by_file.values():
         first = next(iter(same_file.values()))
         suggestions = [
-            Suggestion(p.class_name, p.module.lineno, p.module.end_lineno, source)
+            ClassEdit(p.class_name, p.module.lineno, p.module.end_lineno, source)
             for p in same_file.values()
             if (source := modules[p.target].best_source) is not None
         ]

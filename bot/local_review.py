@@ -26,7 +26,7 @@ from typing import Any
 from bot import planning, publish
 from bot.github import PullFile
 from bot.repo_config import CONFIG_PATH, RepoConfig, RepoConfigError, load_repo_config
-from runners.apply import Suggestion, applied_all
+from runners.apply import ClassEdit, applied_all
 from runners.results import ModuleReport, RunReport
 
 REVIEW_FILE, SUMMARY_FILE, CHECK_FILE, DIFF_FILE, FILES_DIR = (
@@ -299,11 +299,11 @@ def render(change: Change, planned: Plan, config: RepoConfig, run: RunReport) ->
     )
     summary = publish.summary_comment(run, reports, change.head, review_plan)
     check = publish.check_run_output(run, reports, review_plan)
-    by_path: dict[str, list[Suggestion]] = {}
+    by_path: dict[str, list[ClassEdit]] = {}
     for s in review_plan.suggestions:
         code = winners[(s.target, s.candidate_id)]
         name = s.target.rpartition("::")[2]
-        by_path.setdefault(s.path, []).append(Suggestion(name, s.start_line, s.end_line, code))
+        by_path.setdefault(s.path, []).append(ClassEdit(name, s.start_line, s.end_line, code))
     files = {path: applied_all(planned.sources[path], found) for path, found in by_path.items()}
     return Rendered(
         review=_review_markdown(change, review_plan),

@@ -35,8 +35,10 @@ class ApplyError(ValueError):
 
 
 @dataclass(frozen=True)
-class Suggestion:
-    """One class's suggested code and the lines of the file it replaces (1-based, inclusive)."""
+class ClassEdit:
+    """An edit of one class in a file: its suggested code and the lines it replaces (1-based,
+    inclusive), applied to the file's text here (the App's record of a posted suggestion is
+    ``bot.models.Suggestion``)."""
 
     class_name: str
     lineno: int
@@ -87,7 +89,7 @@ def applied(file_source: str, lineno: int, end_lineno: int, code: str) -> str:
     return "".join([*lines[: lineno - 1], body, *lines[end_lineno:]])
 
 
-def applied_all(file_source: str, suggestions: Sequence[Suggestion]) -> str:
+def applied_all(file_source: str, suggestions: Sequence[ClassEdit]) -> str:
     """The file with every suggestion applied (unchecked: :func:`check_applied_together` checks)."""
     after = file_source
     for s in sorted(suggestions, key=lambda s: s.lineno, reverse=True):
@@ -147,7 +149,7 @@ def _bindings(code: str) -> dict[str, tuple[int, str | None]]:
     return out
 
 
-def check_applied_together(file_source: str, suggestions: Sequence[Suggestion]) -> str:
+def check_applied_together(file_source: str, suggestions: Sequence[ClassEdit]) -> str:
     """The file with every suggestion applied at once, checked: no two replace the same lines, each
     passes :func:`check_applied` on its own, no two bind the same top-level name (but for imports
     of the same thing: the file ends up importing it twice, harmlessly), and the rest of the file
@@ -166,7 +168,7 @@ def check_applied_together(file_source: str, suggestions: Sequence[Suggestion]) 
             check_applied(file_source, s.lineno, s.end_lineno, s.code, s.class_name)
         except ApplyError as exc:
             raise ApplyError(f"the suggestion for {s.class_name}: {exc}", (s.class_name,)) from None
-    first: dict[str, tuple[Suggestion, int, str | None]] = {}
+    first: dict[str, tuple[ClassEdit, int, str | None]] = {}
     for s in ordered:
         for name, (line, target) in _bindings(s.code).items():
             other, other_line, other_target = first.setdefault(name, (s, line, target))

@@ -26,7 +26,7 @@ import contextlib
 from collections.abc import Sequence
 
 from runners import pipeline
-from runners.apply import ApplyError, Suggestion, check_applied_together
+from runners.apply import ApplyError, ClassEdit, check_applied_together
 from runners.generators.base import Candidate, Generator, Problem
 from runners.pipeline import EngineSettings, Judged, Progress
 from runners.results import ModuleReport, Status, Verdict
@@ -82,7 +82,7 @@ def check_together(suggested: Sequence[Suggested], settings: EngineSettings, pro
             combined = check_applied_together(
                 left[0][1].problem.source,
                 [
-                    Suggestion(r.class_name, j.problem.module.lineno, j.problem.module.end_lineno, c.source)
+                    ClassEdit(r.class_name, j.problem.module.lineno, j.problem.module.end_lineno, c.source)
                     for r, j, c in left
                 ],
             )

@@ -8,7 +8,7 @@ import pytest
 
 from runners.apply import (
     ApplyError,
-    Suggestion,
+    ClassEdit,
     applied,
     check_applied,
     check_applied_together,
@@ -139,9 +139,9 @@ def test_code_that_breaks_the_file_is_refused():
         check_applied(FILE, start, end, "class RMSNorm(:\n", "RMSNorm")
 
 
-def together(*classes: tuple[str, str]) -> list[Suggestion]:
+def together(*classes: tuple[str, str]) -> list[ClassEdit]:
     """Suggestions (class, code) over FILE's lines of each class."""
-    return [Suggestion(cls, *lines_of(FILE, cls), code) for cls, code in classes]
+    return [ClassEdit(cls, *lines_of(FILE, cls), code) for cls, code in classes]
 
 
 def own(cls: str, factor: float) -> str:
@@ -172,9 +172,9 @@ def test_suggestions_applied_together_shift_no_line_and_keep_the_rest_of_the_fil
 def test_suggestions_over_overlapping_lines_are_refused_naming_both():
     rms_start = lines_of(FILE, "RMSNorm")[0]
     geglu_start, geglu_end = lines_of(FILE, "GeGLU")
-    wide = Suggestion("RMSNorm", rms_start, geglu_start, own("RMSNorm", 3.0))  # runs into GeGLU
+    wide = ClassEdit("RMSNorm", rms_start, geglu_start, own("RMSNorm", 3.0))  # runs into GeGLU
     with pytest.raises(ApplyError) as caught:
-        check_applied_together(FILE, [Suggestion("GeGLU", geglu_start, geglu_end, own("GeGLU", 5.0)), wide])
+        check_applied_together(FILE, [ClassEdit("GeGLU", geglu_start, geglu_end, own("GeGLU", 5.0)), wide])
     assert str(caught.value) == (
         f"the suggestions for RMSNorm (lines {rms_start}-{geglu_start}) and GeGLU "
         f"(lines {geglu_start}-{geglu_end}) replace overlapping lines"

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from runners import pipeline, tasks, together
-from runners.apply import Suggestion, check_applied_together
+from runners.apply import ClassEdit, check_applied_together
 from runners.bundle import pack
 from runners.generators.base import Candidate, GeneratorError
 from runners.generators.files import FilesGenerator
@@ -87,7 +87,7 @@ def test_two_suggestions_that_compose_are_both_suggested(tmp_path):
         assert best.provenance["together"] == {"with": [other], "status": "correct"}
     # What was checked is what is posted: the two suggestions apply to the file together.
     spans = {p.class_name: (p.module.lineno, p.module.end_lineno) for p in problems}
-    posted = [Suggestion(r.class_name, *spans[r.class_name], r.best_source or "") for r in reports]
+    posted = [ClassEdit(r.class_name, *spans[r.class_name], r.best_source or "") for r in reports]
     assert '"kernelize::scale"' in check_applied_together(PROBLEM.read_text(), posted)
 
 
