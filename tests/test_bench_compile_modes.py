@@ -48,7 +48,9 @@ def test_rows_render_from_saved_runs_with_ratios_and_failures(tmp_path, capsys):
     saved = tmp_path / "run.json"
     saved.write_text(json.dumps({"rows": rows}))
     out = tmp_path / "modes.md"
-    assert cm.main(["--from-json", str(saved), "--modes", "eager,static,dynamic", "--markdown", str(out)]) == 0
+    assert (
+        cm.main(["--from-json", str(saved), "--modes", "eager,static,dynamic", "--markdown", str(out)]) == 0
+    )
     text = out.read_text()
     lines = text.splitlines()
     assert lines[2].startswith("| gelu | 1 | 0.5 ms (0 s) | not run | not run |")  # level 1 first
