@@ -1,7 +1,8 @@
-"""From a webhook event to a job, or to nothing. Pure functions: no I/O, no GitHub calls.
+"""From a webhook event to a task call, or to nothing. Pure functions: no I/O, no GitHub calls.
 
-A job is a JSON-ready dict naming the Celery task that starts the work and the
-primitives it needs (ids, names, shas); the task loads everything else itself.
+A :data:`TaskCall` is a JSON-ready dict naming the Celery task that starts the work
+(``task``) and the primitives it needs (ids, names, shas); the task loads everything
+else itself.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ INSTALLATION_EVENTS = frozenset({"installation", "installation_repositories"})
 COMMAND_WORD = "/kernelize"
 CHECK_RUN_ACTIONS = frozenset({"rerequested", "requested_action"})
 
-Job = dict[str, Any]
+TaskCall = dict[str, Any]
+"""The task to call (``task``) and its keyword arguments: what ``bot/enqueue.py`` sends."""
 
 
 def _from_bot(payload: dict[str, Any]) -> bool:
@@ -37,8 +39,8 @@ def _installation(payload: dict[str, Any]) -> int | None:
 
 def decide(
     event: str, payload: dict[str, Any], *, app_id: int | None = None, drafts: bool = False
-) -> Job | None:
-    """The job for this event, or None when there is nothing to do.
+) -> TaskCall | None:
+    """The task call for this event, or None when there is nothing to do.
 
     ``app_id`` is our GitHub App's id: check-run events for other apps' runs are
     not ours. ``drafts``: whether draft pull requests run automatically.
@@ -71,7 +73,7 @@ def decide(
     return None
 
 
-def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | None:
+def _pull_request(payload: dict[str, Any], base: TaskCall, drafts: bool) -> TaskCall | None:
     """Drafts pass only with ``drafts``; the repository config (read by the task) may allow them too."""
     action, pr = payload.get("action"), payload.get("pull_request") or {}
     if action == "closed" and "number" in pr:  # what became of its suggestions
@@ -86,7 +88,7 @@ def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | Non
     head = pr.get("head") or {}
     if "number" not in pr or "sha" not in head:
         return None
-    job = {
+    call = {
         **base,
         "number": int(pr["number"]),
         "head_sha": head["sha"],
@@ -94,11 +96,11 @@ def _pull_request(payload: dict[str, Any], base: Job, drafts: bool) -> Job | Non
         "draft": bool(pr.get("draft")) and not drafts,
     }
     if action == "labeled":
-        job["label"] = str((payload.get("label") or {}).get("name", ""))
-    return job
+        call["label"] = str((payload.get("label") or {}).get("name", ""))
+    return call
 
 
-def _tracking_only(event: str, payload: dict[str, Any], base: Job) -> Job | None:
+def _tracking_only(event: str, payload: dict[str, Any], base: TaskCall) -> TaskCall | None:
     if event == "pull_request_review_thread":
         return _thread(payload, base)
     if event != "pull_request":
@@ -107,12 +109,12 @@ def _tracking_only(event: str, payload: dict[str, Any], base: Job) -> Job | None
     if action == "closed":
         return _pull_request(payload, base, drafts=False)
     if action == "synchronize" and "number" in pr and "sha" in (pr.get("head") or {}):
-        job = {**base, "task": TRACK_TASK, "number": int(pr["number"]), "change": "push"}
-        return {**job, "head_sha": pr["head"]["sha"]}
+        call = {**base, "task": TRACK_TASK, "number": int(pr["number"]), "change": "push"}
+        return {**call, "head_sha": pr["head"]["sha"]}
     return None
 
 
-def _thread(payload: dict[str, Any], base: Job) -> Job | None:
+def _thread(payload: dict[str, Any], base: TaskCall) -> TaskCall | None:
     pr, thread = payload.get("pull_request") or {}, payload.get("thread") or {}
     if payload.get("action") != "resolved" or "number" not in pr:
         return None
@@ -125,7 +127,7 @@ def _thread(payload: dict[str, Any], base: Job) -> Job | None:
     }
 
 
-def _issue_comment(payload: dict[str, Any], base: Job) -> Job | None:
+def _issue_comment(payload: dict[str, Any], base: TaskCall) -> TaskCall | None:
     """A new comment on a pull request that may hold a command; the task parses it."""
     comment, issue = payload.get("comment") or {}, payload.get("issue") or {}
     if payload.get("action") != "created" or not issue.get("pull_request"):
@@ -141,7 +143,7 @@ def _issue_comment(payload: dict[str, Any], base: Job) -> Job | None:
     }
 
 
-def _installation_event(event: str, payload: dict[str, Any]) -> Job | None:
+def _installation_event(event: str, payload: dict[str, Any]) -> TaskCall | None:
     if _installation(payload) is None:
         return None
     keep = ("action", "installation", "repositories", "repositories_added", "repositories_removed")
@@ -158,7 +160,7 @@ def _installation_event(event: str, payload: dict[str, Any]) -> Job | None:
     return {"task": INSTALLATION_TASK, "event": event, "payload": slim}
 
 
-def _check_run(payload: dict[str, Any], base: Job, app_id: int | None) -> Job | None:
+def _check_run(payload: dict[str, Any], base: TaskCall, app_id: int | None) -> TaskCall | None:
     action, run = payload.get("action"), payload.get("check_run") or {}
     if action not in CHECK_RUN_ACTIONS:
         return None
@@ -167,12 +169,12 @@ def _check_run(payload: dict[str, Any], base: Job, app_id: int | None) -> Job | 
     pulls = run.get("pull_requests") or []
     if not pulls or "head_sha" not in run:
         return None
-    job = {
+    call = {
         **base,
         "number": int(pulls[0]["number"]),
         "head_sha": run["head_sha"],
         "reason": f"check_run.{action}",
     }
     if action == "requested_action":
-        job["requested_action"] = (payload.get("requested_action") or {}).get("identifier")
-    return job
+        call["requested_action"] = (payload.get("requested_action") or {}).get("identifier")
+    return call

@@ -16,8 +16,9 @@ from bot.models import ACTIVE_STATES, Installation, Job, utcnow
 
 
 @dataclass(frozen=True)
-class Limits:
-    """Per installation: shared GPUs are not one repository's to take."""
+class JobLimits:
+    """How many jobs an installation may run at once, and its GPU minutes a day: shared GPUs are not
+    one repository's to take."""
 
     concurrent_jobs: int = 2
     gpu_minutes_per_day: float = 240.0
@@ -67,7 +68,7 @@ def lock_installation(session: Session, installation_id: int) -> None:
 _SLOT_LOCK = 0x6B7A << 32  # advisory lock ids for slots: apart from the migration lock's
 
 
-def wait_reason(session: Session, installation_id: int, limits: Limits, job_id: int) -> str | None:
+def wait_reason(session: Session, installation_id: int, limits: JobLimits, job_id: int) -> str | None:
     """Why this job must wait before it starts, or None when it may start now. Call it after
     :func:`lock_installation` in the transaction that then marks the job running."""
     running = active_jobs(session, installation_id, besides=job_id)

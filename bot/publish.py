@@ -56,8 +56,10 @@ class ReviewComment:
 
 
 @dataclass(frozen=True)
-class Suggestion:
-    """What one suggestion comment proposes, for tracking (bot/tracking.py, the database)."""
+class SuggestedChange:
+    """The change one suggestion proposes: a candidate's verified code for these lines of a file.
+    A suggestion comment carries it (``marker`` finds the comment), or the summary shows it (held
+    back from the review: no marker). What is stored of it is a ``bot.models.Suggestion`` row."""
 
     target: str
     path: str
@@ -86,7 +88,7 @@ class ReviewPlan:
     body: str
     comments: list[ReviewComment]
     summary_only: list[str]
-    suggestions: list[Suggestion] = field(default_factory=list)
+    suggestions: list[SuggestedChange] = field(default_factory=list)
     held_back: dict[str, HeldBack] = field(default_factory=dict)
 
 
@@ -317,7 +319,7 @@ def plan_review(
     torch.compile is the faster choice, and ``/kernelize apply`` finds nothing to apply.
     """
     comments: list[ReviewComment] = []
-    suggestions: list[Suggestion] = []
+    suggestions: list[SuggestedChange] = []
     held: dict[str, HeldBack] = {}
     for m in reports:
         best = m.best_candidate()
@@ -374,7 +376,9 @@ def plan_review(
             continue
         start, end = anchor
         comments.append(ReviewComment(m.file, end, start if start < end else None, body))
-        suggestions.append(Suggestion(m.target, m.file, start, end, best.id, best.generator, digest, marker))
+        suggestions.append(
+            SuggestedChange(m.target, m.file, start, end, best.id, best.generator, digest, marker)
+        )
     review_body = _tidy_render(
         "comments/review.md.j2",
         suggestions=suggestions,
@@ -394,7 +398,7 @@ def plan_review(
 
 def held_suggestions(
     plan: ReviewPlan, targets: Sequence[Mapping[str, Any]], reports: Sequence[ModuleReport]
-) -> list[Suggestion]:
+) -> list[SuggestedChange]:
     """The winners held back from the review whose verified code the summary shows, as suggestions of
     their class's lines (``targets``: the planned classes with their first and last line): what
     ``/kernelize apply`` can commit. No marker: no review comment carries them."""
@@ -406,7 +410,7 @@ def held_suggestions(
             continue
         start, end = lines[m.target]
         digest = _sha256(held.code)
-        out.append(Suggestion(m.target, m.file, start, end, best.id, best.generator, digest, ""))
+        out.append(SuggestedChange(m.target, m.file, start, end, best.id, best.generator, digest, ""))
     return out
 
 
@@ -677,7 +681,7 @@ __all__ = [
     "ModuleProgress",
     "ReviewComment",
     "ReviewPlan",
-    "Suggestion",
+    "SuggestedChange",
     "advance",
     "check_run_output",
     "check_run_progress",

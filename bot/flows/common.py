@@ -56,9 +56,9 @@ def load_config(github: RepoClient, pull: PullInfo) -> RepoConfig:
     return load_repo_config(github.file_text(CONFIG_PATH, pull.default_branch))
 
 
-def job_limits(settings: Settings) -> jobs.Limits:
+def job_limits(settings: Settings) -> jobs.JobLimits:
     """The server's per-installation limits on jobs."""
-    return jobs.Limits(settings.max_concurrent_jobs, settings.gpu_minutes_per_day)
+    return jobs.JobLimits(settings.max_concurrent_jobs, settings.gpu_minutes_per_day)
 
 
 def dashboard_url(settings: Settings, repository: str) -> str | None:

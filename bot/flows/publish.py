@@ -113,7 +113,7 @@ def _ms(c: CandidateResult, name: str) -> float | None:
 
 def suggestion_row(
     context: PublishContext,
-    sug: publish.Suggestion,
+    sug: publish.SuggestedChange,
     module: ModuleReport,
     best: CandidateResult,
     code: str,

@@ -35,7 +35,7 @@ def _job(installation: int, state: str, **kw) -> Job:
 
 def test_concurrency_limit_counts_running_jobs_of_the_installation_only(database_url: str) -> None:
     sessions = _sessions(database_url)
-    limits = jobs.Limits(concurrent_jobs=2, gpu_minutes_per_day=60)
+    limits = jobs.JobLimits(concurrent_jobs=2, gpu_minutes_per_day=60)
     with sessions() as s, s.begin():
         mine = _job(1, "queued", key="mine")
         s.add_all([mine, _job(1, "running", key="a"), _job(2, "running", key="b"), _job(1, "done", key="c")])
@@ -57,7 +57,7 @@ def test_two_plans_racing_for_the_last_slot_take_it_one_at_a_time(database_url: 
     import threading
 
     sessions = _sessions(database_url)
-    limits = jobs.Limits(concurrent_jobs=2, gpu_minutes_per_day=60)
+    limits = jobs.JobLimits(concurrent_jobs=2, gpu_minutes_per_day=60)
     with sessions() as s, s.begin():
         s.add_all([_job(1, "running", key="busy"), _job(1, "queued", key="a"), _job(1, "queued", key="b")])
     with sessions() as s:
@@ -90,7 +90,7 @@ def test_two_plans_racing_for_the_last_slot_take_it_one_at_a_time(database_url: 
 
 def test_the_daily_gpu_budget_counts_since_midnight_utc(database_url: str) -> None:
     sessions = _sessions(database_url)
-    limits = jobs.Limits(concurrent_jobs=5, gpu_minutes_per_day=10)
+    limits = jobs.JobLimits(concurrent_jobs=5, gpu_minutes_per_day=10)
     yesterday = datetime.now(UTC) - timedelta(days=1, hours=1)
     with sessions() as s, s.begin():
         mine = _job(1, "queued", key="mine")
