@@ -23,8 +23,9 @@ from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import tracking
-from bot.github import GitHubError, token_reads
+from bot.github import GitHubError
 from bot.models import Suggestion
+from bot.oauth import token_reads
 
 TOKEN_TTL_S = 60.0
 TOKEN_CACHE_SIZE = 4096

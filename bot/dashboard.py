@@ -25,8 +25,9 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from bot import charts, tracking
-from bot.github import GitHubError, UserAccess, authorize_url, user_access
+from bot.github import GitHubError
 from bot.models import Installation, Suggestion, WebSession, utcnow
+from bot.oauth import UserAccess, authorize_url, user_access
 from bot.settings import Settings
 
 TEMPLATES = Path(__file__).resolve().parent.parent / "templates"

@@ -1,4 +1,5 @@
-"""The GitHub API, for the app and for one installation: the only module that imports PyGithub.
+"""The GitHub API, for the app and for one installation. With ``bot/oauth.py`` (a signed-in user's
+GitHub), the only modules that import PyGithub.
 
 Callers get plain dataclasses, strings and ints back and never see a PyGithub
 object, so the rest of the bot can be tested with a fake HTTP server alone.
@@ -302,7 +303,7 @@ class GitHubApp:
         """The app's own user login (``<slug>[bot]``), from ``GET /app`` once, unless given."""
         with self._login_lock:
             if self._bot_login is None:
-                with _translated("GET", "/app", self._scrub):
+                with translate_errors("GET", "/app", self._scrub):
                     slug = self._integration.get_app().slug
                 self._bot_login = f"{slug}[bot]"
             return self._bot_login
@@ -316,7 +317,7 @@ class GitHubApp:
             if cached is not None and self._clock() < cached.expires_at - TOKEN_REFRESH_MARGIN:
                 return cached.value
             path = f"/app/installations/{installation_id}/access_tokens"
-            with _translated("POST", path, self._scrub):
+            with translate_errors("POST", path, self._scrub):
                 auth = self._integration.get_access_token(installation_id)
             expires_at = auth.expires_at
             if expires_at.tzinfo is None:
@@ -364,8 +365,9 @@ def _rate_limit_wait(headers: Mapping[str, str]) -> float:
 
 
 @contextmanager
-def _translated(method: str, path: str, scrub: Callable[[str], str]) -> Iterator[None]:
-    """Turn PyGithub's and requests' exceptions into GitHubError."""
+def translate_errors(method: str, path: str, scrub: Callable[[str], str]) -> Iterator[None]:
+    """Turn PyGithub's and requests' exceptions into GitHubError (``scrub`` takes any secret out of
+    its message); for every caller of GitHub, the App's clients and a user's token alike."""
     try:
         yield
     except github.RateLimitExceededExceedsMaxWait as exc:
@@ -412,7 +414,7 @@ class InstallationClient:
         self._gh.close()
 
     def _call(self, method: str, path: str) -> AbstractContextManager[None]:
-        return _translated(method, path, self._app._scrub)
+        return translate_errors(method, path, self._app._scrub)
 
     def bot_login(self) -> str:
         """The app's own user login (``<slug>[bot]``): what its comments and commits are signed as."""
@@ -943,89 +945,3 @@ class RepoClient:
 
     def python_files(self, ref: str, limit_bytes: int, *, pull_number: int | None = None) -> dict[str, str]:
         return self.client.python_files(self.owner, self.repo, ref, limit_bytes, pull_number=pull_number)
-
-
-# ---------------------------------------------------------------------------
-# Signing users in (the App's OAuth web flow), for the dashboard
-
-
-@dataclass(frozen=True)
-class UserAccess:
-    login: str
-    repositories: list[str]  # owner/name of every repository, in the app's installations, they can read
-
-
-def authorize_url(web_url: str, client_id: str, redirect_uri: str, state: str) -> str:
-    from urllib.parse import urlencode
-
-    query = urlencode({"client_id": client_id, "redirect_uri": redirect_uri, "state": state})
-    return f"{web_url.rstrip('/')}/login/oauth/authorize?{query}"
-
-
-def user_access(
-    *, api_url: str, web_url: str, client_id: str, client_secret: str, code: str, redirect_uri: str
-) -> UserAccess:
-    """Trade the sign-in ``code`` for a user token, then ask GitHub who this is and which repositories
-    of the app's installations they can read. The token is used here and dropped."""
-    path = "/login/oauth/access_token"
-    try:
-        answer = requests.post(
-            web_url.rstrip("/") + path,
-            data={
-                "client_id": client_id,
-                "client_secret": client_secret,
-                "code": code,
-                "redirect_uri": redirect_uri,
-            },
-            headers={"Accept": "application/json"},
-            timeout=15,
-        )
-    except requests.exceptions.RequestException as exc:
-        raise GitHubError("POST", path, None, f"{type(exc).__name__}: could not reach GitHub") from None
-    data = answer.json() if answer.ok else {}
-    token = data.get("access_token")
-    if not token:
-        why = data.get("error_description") or data.get("error") or f"HTTP {answer.status_code}"
-        raise GitHubError("POST", path, answer.status_code, f"sign-in refused: {why}")
-    gh = github.Github(auth=github.Auth.Token(token), base_url=api_url.rstrip("/"), retry=None)
-    try:
-        with _translated("GET", "/user", lambda text: text.replace(token, "***")):
-            login = gh.get_user().login
-            repos: set[str] = set()
-            for inst in _pages(gh, "/user/installations", "installations"):
-                for repo in _pages(gh, f"/user/installations/{inst['id']}/repositories", "repositories"):
-                    repos.add(str(repo["full_name"]))
-        return UserAccess(login, sorted(repos))
-    finally:
-        gh.close()
-
-
-def token_reads(api_url: str, token: str, repository: str) -> bool:
-    """Whether ``token`` (any GitHub token: a personal one, an app's user token, a workflow's
-    ``GITHUB_TOKEN``) can read ``repository``, as GitHub answers ``GET /repos/{owner}/{repo}``
-    for it: 404 and 403 are no. A token GitHub refuses (401) raises GitHubError with status 401;
-    so does GitHub being unreachable (status None or 5xx)."""
-    gh = github.Github(auth=github.Auth.Token(token), base_url=api_url.rstrip("/"), retry=None)
-    path = f"/repos/{repository}"
-    try:
-        with _translated("GET", path, lambda text: text.replace(token, "***")):
-            try:
-                gh.get_repo(repository, lazy=False)
-            except github.GithubException as exc:
-                if exc.status in (403, 404):
-                    return False
-                raise
-        return True
-    finally:
-        gh.close()
-
-
-def _pages(gh: github.Github, path: str, key: str) -> Iterator[dict[str, Any]]:
-    page = 1
-    while True:
-        _, data = gh.requester.requestJsonAndCheck("GET", path, parameters={"per_page": 100, "page": page})
-        items = data.get(key) or []
-        yield from items
-        if len(items) < 100:
-            return
-        page += 1
