@@ -9,7 +9,7 @@ for byte. One fused kernel is written per module:
   and scalars; activations; comparisons, ``where``, clamps, casts) becomes one
   elementwise kernel over the flattened tensor;
 - anything with a **reduction over the last dimension** (sum, mean, amax,
-  amin, var, softmax, log_softmax, layer_norm, rms_norm, written out or
+  amin, var, softmax, log_softmax, logsumexp, layer_norm, rms_norm, written out or
   called) becomes a row kernel, one program per row holding the whole row
   (``BLOCK_SIZE = next_power_of_2(n_cols)``), with the pointwise work before
   and after it (a residual add, the affine weights) fused in;

@@ -106,7 +106,7 @@ def _launch_config(n_rows, n_cols, on_cuda):
 '''
 
 
-_NAMED = ("layer_norm", "rms_norm", "softmax", "log_softmax")
+_NAMED = ("layer_norm", "rms_norm", "softmax", "log_softmax", "logsumexp")
 _REDUCTIONS = ("sum", "mean", "mean_square", "amax", "amin", "max", "min", "var", "std")
 
 

@@ -115,6 +115,7 @@ class Builder:
             "std": self._var,
             "softmax": self._softmax,
             "log_softmax": self._softmax,
+            "logsumexp": self._logsumexp,
             "layer_norm": self._layer_norm,
             "rms_norm": self._rms_norm,
             "getitem": self.getitem,
@@ -756,6 +757,20 @@ class Builder:
             out = self.assign(name, f"{shifted} - tl.log({total})")
         self.tag(op)
         return self.check_shape(Value(out, FULL, dtype))
+
+    def _logsumexp(self, op: str, bound: dict[str, Any]) -> Value:
+        """``log(sum(exp(x)))`` over the row, shifted by its max as torch does (an infinite max
+        shifts by 0, so a row of -inf gives -inf and one holding +inf gives +inf)."""
+        self.last_dim(bound.get("dim"), op)
+        a = self.row_operand(bound["input"], op)
+        keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
+        name = self.node["name"]
+        row_max = self.reduce(f"{name}_max", "max", a.name)
+        shift = self.assign(f"{name}_shift", f'tl.where(tl.abs({row_max}) == float("inf"), 0.0, {row_max})')
+        total = self.reduce(f"{name}_sum", "sum", f"tl.exp({a.name} - {shift})")
+        out = self.assign(name, f"{shift} + tl.log({total})")
+        self.tag(op)
+        return self.check_shape(Value(out, ROW if keepdim else ROW_FLAT, a.dtype))
 
     def _normalized_shape(self, arg: Any) -> None:
         """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's.

@@ -91,6 +91,7 @@ for _op in ("var", "std"):
 for _op in ("softmax", "log_softmax"):
     _spell(_op, ("input", "dim", "dtype"), *_torch_and_method(_op))
     _spell(_op, ("input", "dim", "_stacklevel", "dtype"), f"torch.nn.functional.{_op}")
+_spell("logsumexp", ("input", "dim", "keepdim"), *_torch_and_method("logsumexp"))
 _spell("softmax", ("input", "dim"), "nn.Softmax")
 _spell("log_softmax", ("input", "dim"), "nn.LogSoftmax")
 _spell(

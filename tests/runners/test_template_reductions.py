@@ -1,0 +1,135 @@
+"""The template's reductions beyond one row's values: logsumexp, losses summed over every element
+(``mse_loss``, ``l1_loss``, ``kl_div``), numbers computed from the module's attributes, and what it
+declines, by name.
+
+Each module is traced and generated as the engine does (``problems_for``, ``verify.prepare``,
+``trace.trace``), then run in this Python under Triton's interpreter against PyTorch, outputs and
+gradients, on shapes that are not powers of two, rows longer than one of the interpreter's blocks,
+and more than two dimensions.
+"""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from runners import trace, verify
+from runners.generators.template import Unsupported, render_module_with_backward
+from runners.pipeline import problems_for
+
+_CASES = itertools.count()
+HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
+
+
+def _generate(tmp_path: Path, body: str, inputs: str, init: str = "[]") -> tuple[str, str, str | None]:
+    """(source, kernel name, backward kernel name or None) for class ``M`` of ``body``."""
+    text = (
+        HEADER
+        + textwrap.dedent(body)
+        + (f"\n\ndef get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return {init}\n")
+    )
+    path = tmp_path / f"case_{next(_CASES)}.py"  # a name of its own: the import is cached by name
+    path.write_text(text, encoding="utf-8")
+    (problem,), _ = problems_for(str(path), str(tmp_path), "M")
+    req = {"device": "cpu", "file": problem.file, "root": str(tmp_path), "class_name": "M", "dtype": None}
+    problem.build = verify.prepare(req)["build"]
+    source, name, _, backward = render_module_with_backward(
+        problem, trace.trace({**req, "build": problem.build})
+    )
+    return text + "\n\n" + source, name, backward
+
+
+def _modules(source: str, init: tuple[Any, ...] = ()) -> tuple[torch.nn.Module, torch.nn.Module]:
+    """(the original, the generated module) with the same state."""
+    original: dict[str, Any] = {}
+    exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
+    generated: dict[str, Any] = {}
+    exec(compile(source, "generated.py", "exec"), generated)
+    ref, new = original["M"](*init).eval(), generated["M"](*init).eval()
+    new.load_state_dict(ref.state_dict())
+    return ref, new
+
+
+def _compare(ref: torch.nn.Module, new: torch.nn.Module, *inputs: torch.Tensor, tol: float = 1e-5) -> None:
+    """Outputs and the gradients of every input, against PyTorch's in float64."""
+    leaves = [x.detach().double().requires_grad_(True) for x in inputs]
+    want = ref.double()(*leaves)
+    up = torch.randn(want.shape, dtype=torch.float64)
+    want_grads = torch.autograd.grad(want, leaves, up)
+    ref.float()
+    leaves = [x.detach().float().requires_grad_(True) for x in inputs]
+    got = new(*leaves)
+    assert type(got.grad_fn).__name__.endswith("FunctionBackward")  # the kernels' autograd.Function
+    assert got.shape == want.shape and got.dtype == torch.float32
+    got_grads = torch.autograd.grad(got, leaves, up.float())
+    scale = max(1.0, want.abs().max().item())
+    assert (got.double() - want).abs().max().item() <= tol * scale, (got, want)
+    for g, w in zip(got_grads, want_grads, strict=True):
+        assert (g.double() - w).abs().max().item() <= tol * max(1.0, w.abs().max().item())
+
+
+@pytest.fixture(autouse=True)
+def _interpret(monkeypatch):
+    monkeypatch.setenv("TRITON_INTERPRET", "1")
+
+
+# ---------------------------------------------------------------------------
+# logsumexp: one value per row
+
+
+LOGSUMEXP = """
+class M(nn.Module):
+    def forward(self, x):
+        return torch.logsumexp(x, dim=-1)
+"""
+
+
+def test_logsumexp_matches_torch_with_its_gradient(tmp_path):
+    source, name, backward = _generate(tmp_path, LOGSUMEXP, "[torch.randn(4, 100)]")
+    assert (name, backward) == ("_logsumexp_fwd_kernel", "_logsumexp_bwd_kernel")
+    ref, new = _modules(source)
+    for shape in [(3, 5), (7, 1500), (2, 3, 130), (1,)]:
+        _compare(ref, new, torch.randn(shape) * 10)
+
+
+def test_logsumexp_of_infinite_rows_is_torchs(tmp_path):
+    source, _, _ = _generate(tmp_path, LOGSUMEXP, "[torch.randn(4, 100)]")
+    ref, new = _modules(source)
+    inf = float("inf")
+    x = torch.tensor([[-inf, -inf, -inf], [1.0, inf, 2.0], [-inf, 0.0, 1.0]])
+    with torch.no_grad():
+        assert torch.equal(new(x), ref(x))
+
+
+def test_logsumexp_keepdim_and_dim_read_from_the_module(tmp_path):
+    body = """
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.dim = 1
+
+        def forward(self, x):
+            return x.logsumexp(self.dim, keepdim=True) * 0.5
+    """
+    source, name, _ = _generate(tmp_path, body, "[torch.randn(6, 33)]")
+    assert name == "_logsumexp_fwd_kernel"
+    ref, new = _modules(source)
+    _compare(ref, new, torch.randn(5, 70))
+    new.dim = 0
+    with pytest.raises(NotImplementedError, match="dim == 1"):
+        new(torch.randn(5, 70))
+
+
+def test_logsumexp_over_another_dimension_is_declined(tmp_path):
+    body = """
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.logsumexp(x, dim=0)
+    """
+    with pytest.raises(Unsupported, match=r"unsupported logsumexp over dim 0: only the last dimension"):
+        _generate(tmp_path, body, "[torch.randn(6, 33)]")
