@@ -133,3 +133,49 @@ def test_logsumexp_over_another_dimension_is_declined(tmp_path):
     """
     with pytest.raises(Unsupported, match=r"unsupported logsumexp over dim 0: only the last dimension"):
         _generate(tmp_path, body, "[torch.randn(6, 33)]")
+
+
+# ---------------------------------------------------------------------------
+# Numbers computed from the module's attributes
+
+LEAKY_CLAMP = """
+class M(nn.Module):
+    def __init__(self, slope, bound):
+        super().__init__()
+        self.slope = slope
+        self.bound = bound
+
+    def forward(self, x):
+        y = torch.where(x > 0, x, x * self.slope)
+        return y.clamp(min=-self.bound, max=self.bound)
+"""
+
+
+def test_a_number_computed_from_an_attribute_is_checked_at_call_time(tmp_path):
+    source, name, backward = _generate(tmp_path, LEAKY_CLAMP, "[torch.randn(16, 64)]", "[0.1, 1.5]")
+    assert (name, backward) == ("_gt_mul_where_clamp_kernel", "_gt_mul_where_clamp_bwd_kernel")
+    assert "if self.bound != 1.5:" in source  # -self.bound is the traced -1.5
+    ref, new = _modules(source, (0.1, 1.5))
+    for shape in [(3, 5), (2, 1500), (2, 3, 7)]:
+        _compare(ref, new, torch.randn(shape) * 3)
+    new.slope = 0.3  # read at call time
+    ref.slope = 0.3
+    _compare(ref, new, torch.randn(4, 9) * 3)
+    new.bound = 2.0
+    with pytest.raises(NotImplementedError, match=r"specialised to bound == 1\.5"):
+        new(torch.randn(4, 9))
+
+
+def test_a_number_computed_from_an_attribute_forward_never_reads_is_declined(tmp_path):
+    body = """
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.bound = 2.0
+
+        def forward(self, x):
+            return x.clamp(min=-self.bound)
+    """
+    message = r"a number computed from self\.bound in forward, whose own value the trace does not record"
+    with pytest.raises(Unsupported, match=message):
+        _generate(tmp_path, body, "[torch.randn(6, 33)]")

@@ -281,7 +281,7 @@ class Builder:
         if isinstance(arg, dict) and "attr" in arg:
             return self._attribute(arg["attr"], arg["value"])
         if isinstance(arg, dict) and "derived" in arg:
-            raise self.fail(f"a number computed from {on_self(arg['derived'])} in forward")
+            return self._derived(arg["derived"], arg["value"])
         if isinstance(arg, int | float) and not isinstance(arg, bool):
             return Value(_literal(arg), SCALAR)
         raise self.fail(f"unsupported {what} {arg!r}")
@@ -295,6 +295,24 @@ class Builder:
         arg = self.fresh(path)
         self.kernel.scalars.append((arg, on_self(path)))
         return Value(arg, SCALAR, attr=path)
+
+    def _derived(self, path: str, value: Any) -> Value:
+        """A number forward computes from a module attribute (``-self.bound``, ``t * t``): the trace
+        records its value, not how it was computed, so the kernel takes that value and forward
+        refuses an instance whose attribute differs from the one traced (which the trace records
+        where forward also reads the attribute itself)."""
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise self.fail(f"a value computed from {on_self(path)} in forward is {value!r}, not a number")
+        traced = [
+            ref["value"] for ref in _attr_refs([[n.get("args"), n.get("kwargs")] for n in self.nodes], path)
+        ]
+        if not traced or any(v != traced[0] for v in traced):
+            raise self.fail(
+                f"a number computed from {on_self(path)} in forward, whose own value the trace does not "
+                "record"
+            )
+        self._guard(path, traced[0])
+        return Value(_literal(value), SCALAR)
 
     def constant(self, arg: Any, what: str) -> Any:
         """A setting that shapes the kernel: a literal, or a module attribute checked in forward."""
@@ -862,6 +880,17 @@ class Builder:
         if any(value.name == load.var for load in self.kernel.loads):
             raise Unsupported("forward returns its input unchanged: nothing to compute")
         self.kernel.output = value
+
+
+def _attr_refs(value: Any, path: str) -> list[dict[str, Any]]:
+    """Every ``{"attr": path, "value": ...}`` inside a node's arguments."""
+    if isinstance(value, dict):
+        if value.get("attr") == path:
+            return [value]
+        return [r for v in value.values() for r in _attr_refs(v, path)]
+    if isinstance(value, list):
+        return [r for v in value for r in _attr_refs(v, path)]
+    return []
 
 
 def _module_arguments(node: dict[str, Any], params: tuple[str, ...]) -> dict[str, Any]:
