@@ -64,13 +64,23 @@ def _compare(ref: torch.nn.Module, new: torch.nn.Module, *inputs: torch.Tensor, 
     ref.float()
     leaves = [x.detach().float().requires_grad_(True) for x in inputs]
     got = new(*leaves)
-    assert type(got.grad_fn).__name__.endswith("FunctionBackward")  # the kernels' autograd.Function
+    assert _through_function(got.grad_fn)  # the gradients come from the generated backward kernel
     assert got.shape == want.shape and got.dtype == torch.float32
     got_grads = torch.autograd.grad(got, leaves, up.float())
     scale = max(1.0, want.abs().max().item())
     assert (got.double() - want).abs().max().item() <= tol * scale, (got, want)
     for g, w in zip(got_grads, want_grads, strict=True):
         assert (g.double() - w).abs().max().item() <= tol * max(1.0, w.abs().max().item())
+
+
+def _through_function(fn: Any) -> bool:
+    """Whether the autograd graph up to ``fn`` holds the kernels' autograd.Function (a loss's sum and
+    scaling after it are torch's own ops)."""
+    if fn is None:
+        return False
+    if type(fn).__name__.endswith("FunctionBackward"):
+        return True
+    return any(_through_function(f) for f, _ in fn.next_functions)
 
 
 @pytest.fixture(autouse=True)
@@ -179,3 +189,120 @@ def test_a_number_computed_from_an_attribute_forward_never_reads_is_declined(tmp
     message = r"a number computed from self\.bound in forward, whose own value the trace does not record"
     with pytest.raises(Unsupported, match=message):
         _generate(tmp_path, body, "[torch.randn(6, 33)]")
+
+
+# ---------------------------------------------------------------------------
+# Losses over every element: per-row sums in the kernel, added up in forward
+
+SHAPES = [(3, 5), (3, 1500), (5, 7, 13), (2000,)]
+
+
+@pytest.mark.parametrize(
+    ("expr", "kernel"),
+    [
+        ("F.mse_loss(a, b)", "_mse_loss_fwd_kernel"),
+        ("F.mse_loss(a, b, reduction='sum') * 0.5", "_mse_loss_fwd_kernel"),
+        ("F.l1_loss(a, b, reduction='none')", "_l1_loss_kernel"),
+        ("((a - b) ** 2).mean()", "_mean_fwd_kernel"),
+        ("-torch.sum(torch.abs(a) * b) / 4 + 1", "_sum_fwd_kernel"),
+    ],
+)
+def test_losses_over_every_element_match_torch(tmp_path, expr, kernel):
+    body = f"""
+    class M(nn.Module):
+        def forward(self, a, b):
+            return {expr}
+    """
+    source, name, backward = _generate(tmp_path, body, "[torch.randn(4, 6), torch.randn(4, 6)]")
+    assert name == kernel and backward == kernel.replace("_fwd_kernel", "_kernel").replace(
+        "_kernel", "_bwd_kernel"
+    )
+    ref, new = _modules(source)
+    for shape in SHAPES:
+        _compare(ref, new, torch.randn(shape), torch.randn(shape))
+
+
+def test_a_loss_module_reads_its_reduction_at_call_time(tmp_path):
+    body = """
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.loss = nn.L1Loss()
+
+        def forward(self, a, b):
+            return self.loss(a, b)
+    """
+    source, name, _ = _generate(tmp_path, body, "[torch.randn(4, 6), torch.randn(4, 6)]")
+    assert name == "_l1_loss_fwd_kernel"
+    ref, new = _modules(source)
+    for reduction in ("mean", "sum"):
+        ref.loss.reduction = new.loss.reduction = reduction
+        for shape in SHAPES:
+            _compare(ref, new, torch.randn(shape), torch.randn(shape))
+    new.loss.reduction = "none"
+    with pytest.raises(NotImplementedError, match="sums the loss over every element"):
+        new(torch.randn(3, 5), torch.randn(3, 5))
+
+
+KL_DIV = """
+class M(nn.Module):
+    def __init__(self, temperature):
+        super().__init__()
+        self.temperature = temperature
+
+    def forward(self, student, teacher):
+        t = self.temperature
+        log_p = F.log_softmax(student / t, dim=-1)
+        q = F.softmax(teacher / t, dim=-1)
+        return F.kl_div(log_p, q, reduction="batchmean") * (t * t)
+"""
+
+
+def test_distillation_kl_div_matches_torch(tmp_path):
+    source, name, backward = _generate(tmp_path, KL_DIV, "[torch.randn(4, 6), torch.randn(4, 6)]", "[3.0]")
+    assert (name, backward) == (
+        "_log_softmax_softmax_kl_div_fwd_kernel",
+        "_log_softmax_softmax_kl_div_bwd_kernel",
+    )
+    assert "if self.temperature != 3.0:" in source  # t * t is the traced 9.0
+    ref, new = _modules(source, (3.0,))
+    for shape in SHAPES:
+        _compare(ref, new, torch.randn(shape) * 4, torch.randn(shape) * 4)
+    x = torch.randn(3, 40)
+    teacher = torch.full_like(x, -1e4).index_fill_(1, torch.tensor([0]), 1e4)  # q is 0 on most lanes
+    with torch.no_grad():
+        assert torch.allclose(new(x, teacher), ref(x, teacher), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_of_given_distributions_matches_torch(tmp_path, log_target):
+    body = f"""
+    class M(nn.Module):
+        def forward(self, log_p, q):
+            return F.kl_div(log_p, q, reduction="mean", log_target={log_target})
+    """
+    source, name, _ = _generate(tmp_path, body, "[torch.randn(4, 6), torch.rand(4, 6)]")
+    assert name == "_kl_div_fwd_kernel"
+    ref, new = _modules(source)
+    for shape in SHAPES:
+        q = torch.randn(shape) if log_target else torch.rand(shape)
+        _compare(ref, new, torch.randn(shape), q)
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("F.mse_loss(a, b) + F.l1_loss(a, b)", r"unsupported second sum over every element"),
+        ("torch.exp(F.mse_loss(a, b))", r"unsupported exp of a sum over every element"),
+        ("F.mse_loss(a, b) * a", r"unsupported mul of a sum over every element"),
+        ("a.sum(dim=0)", r"unsupported sum over dim 0: only the last dimension"),
+    ],
+)
+def test_what_a_sum_over_every_element_cannot_take_is_declined(tmp_path, expr, message):
+    body = f"""
+    class M(nn.Module):
+        def forward(self, a, b):
+            return {expr}
+    """
+    with pytest.raises(Unsupported, match=message):
+        _generate(tmp_path, body, "[torch.randn(4, 6), torch.randn(4, 6)]")

@@ -24,6 +24,7 @@ from runners.generators.template.emit import (
     load_and_compute,
     op_name,
     op_source,
+    return_lines,
     scalar_args,
     split_lines,
     wrap,
@@ -249,10 +250,10 @@ def render_function(
     module_forward = [f"def forward({signature}){returns}:", *guard_lines(kernel), *named]
     pool = ", ".join(tensors) + ("," if len(tensors) == 1 else "")
     module_forward.append(f"    if torch.is_grad_enabled() and any(t.requires_grad for t in ({pool})):")
-    module_forward += wrap(f"return {fn}.apply", [*tensors, *scalars], "        ")
+    module_forward += return_lines(kernel, f"{fn}.apply", [*tensors, *scalars], "        ", set(sig_taken))
     # Nothing to differentiate (inference, no_grad): the forward op alone, without the ~20 us that
     # autograd.Function.apply costs a call.
-    module_forward += wrap(f"return {op.name}", [*tensors, *scalars], "    ")
+    module_forward += return_lines(kernel, op.name, [*tensors, *scalars], "    ", set(sig_taken))
     return function, "\n".join(module_forward) + "\n"
 
 

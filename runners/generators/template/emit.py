@@ -106,7 +106,7 @@ def _launch_config(n_rows, n_cols, on_cuda):
 '''
 
 
-_NAMED = ("layer_norm", "rms_norm", "softmax", "log_softmax", "logsumexp")
+_NAMED = ("mse_loss", "l1_loss", "kl_div", "layer_norm", "rms_norm", "softmax", "log_softmax", "logsumexp")
 _REDUCTIONS = ("sum", "mean", "mean_square", "amax", "amin", "max", "min", "var", "std")
 
 
@@ -354,8 +354,16 @@ def render_forward(kernel: Kernel, name: str, signature: str, returns: str) -> t
     taken = {n.arg for n in ast.walk(pyast.parse(f"def f({signature}): pass")) if isinstance(n, ast.arg)}
     named, scalars = scalar_args(kernel, taken)
     body = [f"def forward({signature}){returns}:", *guard_lines(kernel), *named]
-    body += wrap(f"return {op.name}", [*op.tensors, *scalars], "    ")
+    body += return_lines(kernel, op.name, [*op.tensors, *scalars], "    ", taken)
     return op.source, "\n".join(body) + "\n"
+
+
+def return_lines(kernel: Kernel, head: str, args: list[str], indent: str, taken: set[str]) -> list[str]:
+    """``return head(args)``, through the kernel's epilogue (a loss's per-row sums added up) if any."""
+    if not kernel.epilogue:
+        return wrap(f"return {head}", args, indent)
+    rows = fresh_local("row_sums", taken)
+    return [*wrap(f"{rows} = {head}", args, indent), f"{indent}return {kernel.epilogue.format(r=rows)}"]
 
 
 def guard_lines(kernel: Kernel) -> list[str]:

@@ -64,6 +64,9 @@ class Kernel:
     tags: list[str] = field(default_factory=list)  # what it does, for its name
     output: Value | None = None
     uses_tanh: bool = False
+    # forward's expression of what it returns from the launch's result ``{r}``: its per-row sums added
+    # up and scaled (``{r}.sum() / x.numel()``) for a loss over every element; "" to return it as it is
+    epilogue: str = ""
     names: set[str] = field(default_factory=set)  # every kernel name taken (the backward's are fresh)
 
     @property

@@ -34,6 +34,7 @@ from runners.generators.template.ops import (
     FLOAT_DTYPES,
     FULL,
     HALVES,
+    LOSS_MODULES,
     OTHER,
     PAIR,
     POW,
@@ -44,6 +45,7 @@ from runners.generators.template.ops import (
     SIZE,
     SPELLINGS,
     SPLIT,
+    TOTAL,
     UNARY,
     Unsupported,
 )
@@ -118,6 +120,7 @@ class Builder:
             "logsumexp": self._logsumexp,
             "layer_norm": self._layer_norm,
             "rms_norm": self._rms_norm,
+            **dict.fromkeys(("mse_loss", "l1_loss", "kl_div"), self._loss),
             "getitem": self.getitem,
             "getattr": self.getattr,
             "chunk": self._chunk,
@@ -198,7 +201,7 @@ class Builder:
     def call(self, node: dict[str, Any], target: str) -> Value:
         display = node.get("module") if node["op"] == "call_module" else target
         self.label = f"node {node['name']!r}"
-        if node.get("unsupported") or display not in SPELLINGS:
+        if (node.get("unsupported") and display not in LOSS_MODULES) or display not in SPELLINGS:
             raise Unsupported(f"unsupported op {display} (node {node['name']!r})")
         op, params = SPELLINGS[display]
         self.label = f"{display}, node {node['name']!r}"
@@ -401,6 +404,8 @@ class Builder:
     def _unary(self, op: str, bound: dict[str, Any]) -> Value:
         self.check_inplace(op, bound)
         a = self.operand(bound["input"])
+        if a.kind == TOTAL:
+            return self._after_total(op, [a])
         if a.kind == SCALAR:
             raise self.fail(f"unsupported op {op} of a number")
         self.kernel.uses_tanh |= "_tanh" in UNARY[op]
@@ -424,6 +429,8 @@ class Builder:
 
     def _binary(self, op: str, bound: dict[str, Any]) -> Value:
         a, b = self.operand(bound["input"]), self.operand(bound["other"])
+        if TOTAL in (a.kind, b.kind):
+            return self._after_total(op, [a, b])
         if a.kind == SCALAR and b.kind == SCALAR and not (a.attr or b.attr):
             raise self.fail(f"unsupported op {op} of two numbers")
         if op in COMPARE:
@@ -555,6 +562,10 @@ class Builder:
             return self._binary("maximum" if op == "max" else "minimum", {**bound, "other": bound["dim"]})
         if bound.get("dtype") is not None:
             raise self.fail(f"unsupported {op} with dtype=")
+        if bound.get("dim") is None and op in ("sum", "mean") and self.node.get("shape") == []:
+            a = self.row_operand(bound["input"], op)  # over every element: x.mean(), torch.sum(x)
+            self.tag(op)
+            return self.total(a, f"{self.kernel.main}.numel()" if op == "mean" else None)
         self.last_dim(bound.get("dim"), op)
         a = self.row_operand(bound["input"], op)
         keepdim = bool(self.constant(bound.get("keepdim", False), "keepdim"))
@@ -596,6 +607,87 @@ class Builder:
         if value is not None and attr == "shape" and value.source is not None and value.shape is not None:
             return Value(f"{value.source}.shape", SHAPE, example=value.shape)
         raise self.fail(f"unsupported op getattr(.{attr})")
+
+    # -- losses over every element ----------------------------------------------
+
+    def _loss(self, op: str, bound: dict[str, Any]) -> Value:
+        """``F.mse_loss``, ``F.l1_loss``, ``F.kl_div`` (and their modules): the elementwise loss, then
+        with a reduction its sum over every element (:meth:`total`), divided as the reduction says."""
+        for legacy in ("size_average", "reduce", "weight"):
+            if bound.get(legacy) is not None:
+                raise self.fail(f"unsupported {op} with {legacy}=")
+        a, b = self.operand(bound["input"]), self.operand(bound["target"])
+        if a.is_bool or b.is_bool or a.kind == SCALAR or b.kind == SCALAR:
+            raise self.fail(f"unsupported {op} of a boolean or a number")
+        x, t = a.name, b.name
+        if op == "mse_loss":
+            diff = self.assign(f"{self.node['name']}_diff", f"{x} - {t}")
+            expr = f"{diff} * {diff}"
+        elif op == "l1_loss":
+            expr = f"tl.abs({x} - {t})"
+        elif self.constant(bound.get("log_target", False), "log_target"):
+            expr = f"tl.exp({t}) * ({t} - {x})"
+        else:  # xlogy(t, t) - t * x: 0 where t is 0 (and its gradient 0 there, not 0 * log 0)
+            safe = f"tl.where({t} == 0.0, 1.0, {t})"
+            expr = f"tl.where({t} == 0.0, 0.0, {t} * tl.log({safe})) - {t} * {x}"
+        self.tag(op)
+        if self.broadcast([a, b]) != FULL:
+            raise self.fail(f"unsupported {op} of tensors smaller than the input")
+        name = self.assign(f"{self.node['name']}_elementwise", expr)
+        elementwise = Value(name, FULL, promote([a, b]))
+        main = self.kernel.main
+        divisors = {"mean": f"{main}.numel()", "sum": "1"}
+        if op == "kl_div":
+            divisors["batchmean"] = f"{main}.shape[0]"
+        if self.node["op"] == "call_module":  # the module's settings, read at call time
+            owner = self.node["target"]
+            if self.node.get("shape") != []:
+                raise self.fail(f"unsupported {op} without a reduction")
+            reduction = on_self(f"{owner}.reduction")
+            why = f"the kernel sums the loss over every element: {owner}.reduction in {tuple(divisors)}"
+            self.kernel.guards.append((f"{reduction} not in {tuple(divisors)!r}", why))
+            if op == "kl_div":
+                why = f"the kernel is specialised to {owner}.log_target == False"
+                self.kernel.guards.append((on_self(f"{owner}.log_target"), why))
+            divisor = "1"
+            for key, size in divisors.items():
+                divisor = divisor if size == "1" else f"{size} if {reduction} == {key!r} else {divisor}"
+            return self.total(elementwise, f"({divisor})")
+        reduction = self.constant(bound.get("reduction", "mean"), "reduction")
+        if reduction == "none":
+            return self.check_shape(elementwise)
+        if reduction not in divisors:
+            raise self.fail(f"unsupported {op} reduction {reduction!r}")
+        return self.total(elementwise, None if divisors[reduction] == "1" else divisors[reduction])
+
+    def total(self, value: Value, divisor: str | None) -> Value:
+        """The sum of ``value`` over every element (divided by ``divisor``, a forward expression):
+        each program sums its row, and forward adds up the rows' sums (in float32: no atomics, so the
+        same inputs give the same bits)."""
+        if self.node.get("shape") != []:
+            raise self.fail(f"unsupported reduction to shape {self.node.get('shape')}")
+        if any(v.kind == TOTAL for v in self.values.values()):
+            raise self.fail("unsupported second sum over every element")
+        rows = self.reduce(f"{self.node['name']}_row_sums", "sum", value.name)
+        epilogue = "{r}.sum()" + (f" / {divisor}" if divisor else "")
+        return Value(rows, TOTAL, value.dtype, source=epilogue)
+
+    def _after_total(self, op: str, operands: list[Value]) -> Value:
+        """Arithmetic with numbers on a sum over every element (``loss * (t * t)``), done in forward."""
+        total = next(v for v in operands if v.kind == TOTAL)
+        if op not in ("neg", "add", "sub", "rsub", "mul", "div") or any(
+            v.kind not in (TOTAL, SCALAR) for v in operands
+        ):
+            raise self.fail(f"unsupported {op} of a sum over every element")
+        texts = [f"({v.source})" if v.kind == TOTAL else f"({self.number(v)})" for v in operands]
+        template = UNARY[op] if op == "neg" else BINARY[op]
+        epilogue = template.format(a=texts[0], b=texts[-1])
+        self.tag(op)
+        return Value(total.name, TOTAL, total.dtype, source=epilogue)
+
+    def number(self, value: Value) -> str:
+        """A scalar's forward expression: a literal, or what forward passes the kernel for it."""
+        return next((expr for arg, expr in self.kernel.scalars if arg == value.name), value.name)
 
     # -- the two halves of the last dimension (gated activations) ---------------
 
@@ -875,6 +967,10 @@ class Builder:
             count = len(result) if isinstance(result, list) else "no"
             raise Unsupported(f"forward returns {count} values; only a single tensor is supported")
         value = self.values[result["node"]]
+        if value.kind == TOTAL:  # the kernel returns its per-row sums in float32; forward adds them up
+            assert value.source is not None
+            self.kernel.epilogue = f"({value.source}).to({dtype_expr(value.dtype)})"
+            value = Value(value.name, ROW_FLAT, ("torch.float32",))
         if value.kind not in (FULL, ROW, ROW_FLAT):
             raise Unsupported(f"forward returns a {value.kind} value; only tensors of the input's shape")
         if any(value.name == load.var for load in self.kernel.loads):

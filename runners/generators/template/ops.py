@@ -21,6 +21,9 @@ SPLIT = "split"  # an input whose last dimension holds two halves (``a, b = x.ch
 HALVES = "halves"  # ``x.chunk(2, dim=-1)`` itself: its items are taken with ``[0]`` and ``[1]``
 SHAPE = "shape"  # ``x.shape`` (a forward expression)
 SIZE = "size"  # ``x.shape[-1]``, ``x.size(-1) // 2``: a number computed from a shape (a forward expression)
+TOTAL = (
+    "total"  # one number over every element (a loss's mean): the kernel's per-row sums, added up in forward
+)
 
 # ---------------------------------------------------------------------------
 # Op tables
@@ -108,6 +111,12 @@ _spell(
     "torch.rms_norm",
     "nn.RMSNorm",
 )
+# Losses: nn.MSELoss, nn.L1Loss and nn.KLDivLoss are leaves whose reduction forward reads at call time.
+_LOSS_PARAMS = ("input", "target", "size_average", "reduce", "reduction")
+_spell("mse_loss", (*_LOSS_PARAMS, "weight"), "torch.nn.functional.mse_loss", "nn.MSELoss")
+_spell("l1_loss", _LOSS_PARAMS, "torch.nn.functional.l1_loss", "nn.L1Loss")
+_spell("kl_div", (*_LOSS_PARAMS, "log_target"), "torch.nn.functional.kl_div", "nn.KLDivLoss")
+LOSS_MODULES = ("nn.MSELoss", "nn.L1Loss", "nn.KLDivLoss")
 _spell("getitem", ("input", "index"), "operator.getitem")
 _spell("getattr", ("input", "name"), "getattr")
 _spell("size", ("input", "dim"), "Tensor.size")
