@@ -114,12 +114,12 @@ class ModuleResult(Message):
 
 @dataclass
 class PublishContext(Message):
-    """What the chord's publish step (``bot/tasks.py``: ``publish_pull_request``) and its error
+    """What the chord's publish step (``bot/flows/publish.py``: ``publish_pull_request``) and its error
     callback (``publish_failed``) need to report one job on its pull request.
 
     Unknown fields are refused, not ignored (the github workers that plan and those that publish
     run one release; a field unknown here is a setting this release would drop). ``targets`` and
-    ``kernelized`` hold the planner's own records (``bot/planning.py``, ``bot/tasks.py``)."""
+    ``kernelized`` hold the planner's own records (``bot/planning.py``, ``bot/flows/plan.py``)."""
 
     VERSION: ClassVar[int] = PUBLISH_CONTEXT_VERSION
     WHAT: ClassVar[str] = "the publish context"
