@@ -56,17 +56,17 @@ def _modules(source: str, init: tuple[Any, ...] = ()) -> tuple[torch.nn.Module, 
 
 
 def _compare(ref: torch.nn.Module, new: torch.nn.Module, *inputs: torch.Tensor, tol: float = 1e-5) -> None:
-    """Outputs and the gradients of every input, against PyTorch's in float64."""
+    """Outputs and the gradients of every input and parameter, against PyTorch's in float64."""
     leaves = [x.detach().double().requires_grad_(True) for x in inputs]
     want = ref.double()(*leaves)
     up = torch.randn(want.shape, dtype=torch.float64)
-    want_grads = torch.autograd.grad(want, leaves, up)
+    want_grads = torch.autograd.grad(want, [*leaves, *ref.parameters()], up)
     ref.float()
     leaves = [x.detach().float().requires_grad_(True) for x in inputs]
     got = new(*leaves)
     assert _through_function(got.grad_fn)  # the gradients come from the generated backward kernel
     assert got.shape == want.shape and got.dtype == torch.float32
-    got_grads = torch.autograd.grad(got, leaves, up.float())
+    got_grads = torch.autograd.grad(got, [*leaves, *new.parameters()], up.float())
     scale = max(1.0, want.abs().max().item())
     assert (got.double() - want).abs().max().item() <= tol * scale, (got, want)
     for g, w in zip(got_grads, want_grads, strict=True):
@@ -306,3 +306,60 @@ def test_what_a_sum_over_every_element_cannot_take_is_declined(tmp_path, expr, m
     """
     with pytest.raises(Unsupported, match=message):
         _generate(tmp_path, body, "[torch.randn(4, 6), torch.randn(4, 6)]")
+
+
+# ---------------------------------------------------------------------------
+# Batch norm in eval mode: a per-channel affine map over dimension 1
+
+BATCH_NORM = """
+class M(nn.Module):
+    def __init__(self, channels):
+        super().__init__()
+        self.bn = nn.BatchNorm{d}d(channels)
+        with torch.no_grad():
+            self.bn.running_mean.copy_(0.1 * torch.randn(channels))
+            self.bn.running_var.copy_(1.0 + 0.1 * torch.rand(channels))
+            self.bn.weight.add_(0.1 * torch.randn(channels))
+            self.bn.bias.add_(0.1 * torch.randn(channels))
+
+    def forward(self, x):
+        return torch.relu(self.bn(x))
+"""
+
+
+@pytest.mark.parametrize(
+    ("d", "shapes"),
+    [(2, [(2, 4, 8, 8), (3, 4, 5, 7), (1, 4, 33, 40)]), (1, [(5, 4), (3, 4, 11), (2, 4, 1500)])],
+)
+def test_batch_norm_in_eval_mode_matches_torch(tmp_path, d, shapes):
+    example = "torch.randn(2, 4, 8, 8)" if d == 2 else "torch.randn(2, 4, 8)"
+    source, name, backward = _generate(tmp_path, BATCH_NORM.format(d=d), f"[{example}]", "[4]")
+    assert (name, backward) == ("_batch_norm_relu_kernel", "_batch_norm_relu_bwd_kernel")
+    ref, new = _modules(source, (4,))
+    assert "self.bn.running_mean" in source and "self.bn.eps" in source  # read at call time
+    for shape in shapes:
+        _compare(ref, new, torch.randn(shape))
+    ref.bn.eps = new.bn.eps = 0.5
+    _compare(ref, new, torch.randn(shapes[0]))
+
+
+def test_batch_norm_in_training_mode_is_refused(tmp_path):
+    source, _, _ = _generate(tmp_path, BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]")
+    _, new = _modules(source, (4,))
+    new.train()
+    with pytest.raises(NotImplementedError, match="eval mode with running statistics only"):
+        new(torch.randn(2, 4, 8, 8))
+    body = """
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_buffer("mean", torch.zeros(4))
+            self.register_buffer("var", torch.ones(4))
+
+        def forward(self, x):
+            return F.batch_norm(x, self.mean, self.var, training=True)
+    """
+    with pytest.raises(
+        Unsupported, match="unsupported batch_norm in training mode: it normalizes by the batch"
+    ):
+        _generate(tmp_path, body, "[torch.randn(2, 4, 8, 8)]")

@@ -13,6 +13,13 @@ for byte. One fused kernel is written per module:
   called) becomes a row kernel, one program per row holding the whole row
   (``BLOCK_SIZE = next_power_of_2(n_cols)``), with the pointwise work before
   and after it (a residual add, the affine weights) fused in;
+- a **loss over every element** (``F.mse_loss``, ``F.l1_loss``, ``F.kl_div`` with a reduction,
+  ``nn.MSELoss``/``nn.L1Loss``/``nn.KLDivLoss``, ``x.mean()``) is a row kernel whose programs each
+  sum their row; forward adds up the per-row sums in float32 (no atomics: the same inputs give the
+  same bits) and applies the reduction's divisor and the arithmetic with numbers after it;
+- **batch norm in eval mode** (``nn.BatchNorm1d/2d/3d`` with running statistics) is pointwise, its
+  statistics and affine weights vectors over dimension 1 read from the module at call time; forward
+  refuses training mode, which normalizes by the batch's own statistics;
 - a **gated activation** (SwiGLU ``silu(a) * b``, GeGLU ``gelu(a) * b``) on an
   input whose last dimension holds both halves (``x.chunk(2, dim=-1)``,
   ``torch.chunk``, ``x.split(n, dim=-1)``, ``x[..., :n]`` and ``x[..., n:]``
@@ -27,7 +34,9 @@ output's dtype; every size comes from the tensors at call time. Numbers that
 at call time too; settings that shape the kernel (a reduction's ``dim``, the
 GELU approximation, a ``pow`` exponent) are checked at the top of ``forward``
 when they come from the module, so an instance built differently raises
-instead of computing something else.
+instead of computing something else. So are numbers forward computes from an
+attribute (``-self.bound``): the trace records their value, not how they were
+computed.
 
 The emitted class keeps the original name, constructor (copied verbatim, with
 what it needs from its file) and ``forward`` signature, so the original's

@@ -18,6 +18,9 @@ from runners import pyast
 from runners.generators.template import autodiff
 from runners.generators.template.emit import (
     WIDTH,
+    channel_lines,
+    channel_sizes,
+    channel_values,
     forward_op,
     fresh_local,
     guard_lines,
@@ -30,7 +33,7 @@ from runners.generators.template.emit import (
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Reduce
-from runners.generators.template.ops import COL, FULL, Unsupported
+from runners.generators.template.ops import CHANNEL, COL, FULL, Unsupported
 
 _ROW_BACKWARD_LAUNCH = '''
 def _bwd_launch_config(n_rows, n_cols, device):
@@ -105,7 +108,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
         for s in kernel.body
     ]
     leaves = {load.var for load in kernel.loads}
-    constant = {load.var for load in kernel.loads if load.is_bool}
+    constant = {load.var for load in kernel.loads if load.is_bool or load.no_grad}
     seed = "d_out"  # reserved: no value of the graph takes it
     vectors = leaves | {"offsets", "cols", "mask"} | ({seed} if out.kind == FULL else set())
     try:
@@ -141,6 +144,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
     sizes = (
         ["n_rows", "n_cols"] if rows else ["n_elements", *(["n_cols"] if has_cols or kernel.split else [])]
     )
+    sizes += channel_sizes(kernel)
     params = [
         *pointers,
         "d_out_ptr",
@@ -182,6 +186,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
             "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
             "    mask = offsets < n_elements",
             *(["    cols = offsets % n_cols"] if has_cols else []),
+            *(f"    {line}" for line in channel_lines(kernel)),
             *(f"    {line}" for line in [*split_lines(kernel, "(offsets // n_cols)"), *inner]),
         ]
         launch = _POINTWISE_BACKWARD_LAUNCH
@@ -310,6 +315,8 @@ def _backward_op(
         if kernel.split or has_cols:
             lines.append(f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else ""))
             sizes.append(n_cols)
+        if channel_sizes(kernel):
+            sizes += channel_values(main)
         lines.append(f"    {local['grid']}, {local['config']} = _bwd_launch_config({local['n_elements']})")
         grid = local["grid"]
     results: dict[str, list[str]] = {}
@@ -317,7 +324,11 @@ def _backward_op(
         load = by_pointer[ptr]
         arg, name = load.source, fresh_local(f"d_{load.source}", taken)
         buffers[ptr] = name
-        if grad.kind == COL:
+        if grad.kind == CHANNEL:  # per element, then summed over every dimension but the channels
+            lines.append(f"    {name} = torch.empty({main}.shape, dtype=torch.float32, device={main}.device)")
+            dims = f"[0, *range(2, {main}.dim())]"
+            results.setdefault(arg, []).append(f"{name}.sum({dims}).to({arg}.dtype).reshape({arg}.shape)")
+        elif grad.kind == COL:
             rows_of = local["programs"] if kernel.rows else f"{upstream}.numel() // {n_cols}"
             lines.append(
                 f"    {name} = torch.empty(({rows_of}, {n_cols}), dtype=torch.float32, device={main}.device)"

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from runners import pyast
 from runners.generators.template.ir import Kernel, Load, Reduce, dtype_expr
-from runners.generators.template.ops import COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
+from runners.generators.template.ops import CHANNEL, COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
 
 # The imports every generated module starts with, and the helpers it holds when its code calls them.
 HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
@@ -161,7 +161,7 @@ def load_and_compute(kernel: Kernel) -> list[str]:
     lines = []
     others, plain = _masked(kernel)
     for load in kernel.loads:
-        where = "offsets" if load.kind == FULL else "cols"
+        where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
         if load.half is not None:
             where = "split_offsets + n_cols" if load.half else "split_offsets"
         text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
@@ -182,7 +182,7 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     size = "n_cols" if rows else "n_elements"
     has_cols = any(load.kind == COL for load in kernel.loads)
-    sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else [])]
+    sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else []), *channel_sizes(kernel)]
     bucket = [] if rows else ["N_BUCKET"]  # the autotuning key (n_elements' power of two), by name
     params = [
         *pointers,
@@ -208,6 +208,7 @@ def render_kernel(kernel: Kernel, name: str) -> str:
         ]
         if has_cols:
             lines.append("    cols = offsets % n_cols")
+        lines += [f"    {line}" for line in channel_lines(kernel)]
     body = [*split_lines(kernel, "row" if rows else "(offsets // n_cols)"), *load_and_compute(kernel)]
     lines += [f"    {line}" for line in body]
     out = kernel.output
@@ -217,6 +218,24 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     else:
         lines.append(f"    tl.store(out_ptr + row, {store})")
     return "\n".join(lines) + "\n"
+
+
+def channel_sizes(kernel: Kernel) -> list[str]:
+    """The sizes a kernel with per-channel vectors takes: dimension 1, and what each channel holds of
+    one batch element."""
+    return ["n_channels", "n_inner"] if any(load.kind == CHANNEL for load in kernel.loads) else []
+
+
+def channel_lines(kernel: Kernel) -> list[str]:
+    """Each element's channel (unindented); none without per-channel vectors."""
+    if not channel_sizes(kernel):
+        return []
+    return ["channels = (offsets // n_inner) % n_channels"]
+
+
+def channel_values(main: str) -> list[str]:
+    """forward's values of ``channel_sizes`` for the input ``main`` (contiguous by then)."""
+    return [f"{main}.shape[1]", f"{main}.numel() // max(1, {main}.shape[0] * {main}.shape[1])"]
 
 
 def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -> str:
@@ -467,6 +486,8 @@ def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) ->
         sizes.append(n_cols)
     elif any(x.kind == COL for x in kernel.loads):
         sizes.append(f"{main}.shape[-1]")
+    if channel_sizes(kernel):
+        sizes += channel_values(main)
     tensors = _unique_tensors(kernel, lambda load: load.placeholder or load.source)
     return _Launch(lines, [*tensors, o], sizes, n_elements, o)
 

@@ -32,12 +32,13 @@ class Value:
 @dataclass
 class Load:
     var: str  # kernel variable (the pointer argument is ``{var}_ptr``)
-    kind: str  # FULL or COL
+    kind: str  # FULL, COL or CHANNEL
     source: str  # forward expression of the tensor
     is_bool: bool
     placeholder: str | None = None  # the forward argument it comes from, if any
     half: int | None = None  # for a SPLIT input: which half of its last dimension (0 or 1)
     pointer: str = ""  # the pointer argument, when not ``{var}_ptr`` (both halves read one input)
+    no_grad: bool = False  # a tensor no gradient is written for (batch norm's running statistics)
 
     @property
     def ptr(self) -> str:

@@ -28,16 +28,17 @@ from runners.generators.template.ir import (
 from runners.generators.template.ops import (
     BINARY,
     CASTS,
+    CHANNEL,
     COL,
     COMPARE,
     DTYPE,
     FLOAT_DTYPES,
     FULL,
     HALVES,
-    LOSS_MODULES,
     OTHER,
     PAIR,
     POW,
+    READ_AT_CALL_TIME,
     ROW,
     ROW_FLAT,
     SCALAR,
@@ -119,6 +120,7 @@ class Builder:
             "log_softmax": self._softmax,
             "logsumexp": self._logsumexp,
             "layer_norm": self._layer_norm,
+            "batch_norm": self._batch_norm,
             "rms_norm": self._rms_norm,
             **dict.fromkeys(("mse_loss", "l1_loss", "kl_div"), self._loss),
             "getitem": self.getitem,
@@ -201,7 +203,7 @@ class Builder:
     def call(self, node: dict[str, Any], target: str) -> Value:
         display = node.get("module") if node["op"] == "call_module" else target
         self.label = f"node {node['name']!r}"
-        if (node.get("unsupported") and display not in LOSS_MODULES) or display not in SPELLINGS:
+        if (node.get("unsupported") and display not in READ_AT_CALL_TIME) or display not in SPELLINGS:
             raise Unsupported(f"unsupported op {display} (node {node['name']!r})")
         op, params = SPELLINGS[display]
         self.label = f"{display}, node {node['name']!r}"
@@ -882,6 +884,50 @@ class Builder:
         self.tag(op)
         return self.check_shape(Value(out, ROW if keepdim else ROW_FLAT, a.dtype))
 
+    def _batch_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        """``nn.BatchNorm1d/2d/3d`` in eval mode: ``(x - running_mean) * rsqrt(running_var + eps) *
+        weight + bias``, each a vector over dimension 1 (the channels), read from the module at call
+        time. Training mode normalizes by the batch's own statistics (a reduction over every dimension
+        but the channels), which the kernel does not compute: forward refuses it."""
+        if self.node["op"] != "call_module":
+            if self.constant(bound.get("training", False), "training"):
+                raise self.fail(
+                    "unsupported batch_norm in training mode: it normalizes by the batch's own statistics"
+                )
+            raise self.fail("unsupported functional batch_norm: only the nn.BatchNorm modules")
+        x = self.row_operand(bound["input"], op)
+        s, main = self.kernel.shape, self.kernel.main
+        owner, module = self.node["target"], self.node["module"]
+        dims = {"nn.BatchNorm1d": (2, 3), "nn.BatchNorm2d": (4,), "nn.BatchNorm3d": (5,)}[module]
+        if len(s) < 2 or self.node.get("shape") != s:
+            raise self.fail(f"unsupported batch_norm of shape {s}")
+        why = (
+            f"{owner} runs in eval mode with running statistics only: training mode normalizes by the "
+            "batch's own statistics"
+        )
+        guards = [
+            (f"{on_self(owner + '.training')} or {on_self(owner + '.running_mean')} is None", why),
+            (f"{on_self(owner + '.weight')} is None", f"the kernel is specialised to an affine {owner}"),
+            (
+                f"{main}.dim() not in {dims!r}",
+                f"{module} takes inputs of {' or '.join(map(str, dims))} dimensions",
+            ),
+        ]
+        self.kernel.guards += [g for g in guards if g not in self.kernel.guards]
+        stats = {}
+        for key in ("running_mean", "running_var", "weight", "bias"):
+            source = on_self(f"{owner}.{key}")
+            var = self.fresh(f"{owner}.{key}", pointer=True)
+            self.kernel.loads.append(Load(var, CHANNEL, source, False, no_grad=key.startswith("running")))
+            stats[key] = var
+        eps = self.fresh(f"{owner}.eps")
+        self.kernel.scalars.append((eps, on_self(f"{owner}.eps")))
+        name = self.node["name"]
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({stats['running_var']} + {eps})")
+        expr = f"({x.name} - {stats['running_mean']}) * {rstd} * {stats['weight']} + {stats['bias']}"
+        self.tag(op)
+        return self.check_shape(Value(self.assign(name, expr), FULL, x.dtype))
+
     def _normalized_shape(self, arg: Any) -> None:
         """Normalizing over the last dimension only: its size is the tensors' business, not the kernel's.
         ``self.weight.shape`` (nanoGPT's LayerNorm) is the last dimension where the weight is 1-D."""
@@ -971,6 +1017,8 @@ class Builder:
             assert value.source is not None
             self.kernel.epilogue = f"({value.source}).to({dtype_expr(value.dtype)})"
             value = Value(value.name, ROW_FLAT, ("torch.float32",))
+        if self.kernel.rows and any(load.kind == CHANNEL for load in self.kernel.loads):
+            raise Unsupported("unsupported batch_norm in a kernel with row reductions")
         if value.kind not in (FULL, ROW, ROW_FLAT):
             raise Unsupported(f"forward returns a {value.kind} value; only tensors of the input's shape")
         if any(value.name == load.var for load in self.kernel.loads):

@@ -11,6 +11,7 @@ from __future__ import annotations
 # Kinds of value, by how they broadcast against the input's shape S.
 FULL = "full"  # shape S
 COL = "col"  # a row vector of S[-1] elements (a bias), broadcast along the last dimension
+CHANNEL = "channel"  # a vector of S[1] elements (batch norm's statistics), broadcast along dimension 1
 ROW = "row"  # one value per row, shape S[:-1] + [1] (a keepdim reduction)
 ROW_FLAT = "row_flat"  # one value per row, shape S[:-1]
 SCALAR = "scalar"  # a Python number, literal or read from the module at call time
@@ -117,6 +118,15 @@ _spell("mse_loss", (*_LOSS_PARAMS, "weight"), "torch.nn.functional.mse_loss", "n
 _spell("l1_loss", _LOSS_PARAMS, "torch.nn.functional.l1_loss", "nn.L1Loss")
 _spell("kl_div", (*_LOSS_PARAMS, "log_target"), "torch.nn.functional.kl_div", "nn.KLDivLoss")
 LOSS_MODULES = ("nn.MSELoss", "nn.L1Loss", "nn.KLDivLoss")
+_BATCH_NORMS = ("nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm3d")
+_spell(
+    "batch_norm",
+    ("input", "running_mean", "running_var", "weight", "bias", "training", "momentum", "eps"),
+    "torch.nn.functional.batch_norm",
+    *_BATCH_NORMS,
+)
+# Leaves the trace describes without their settings: forward reads those at call time.
+READ_AT_CALL_TIME = (*LOSS_MODULES, *_BATCH_NORMS)
 _spell("getitem", ("input", "index"), "operator.getitem")
 _spell("getattr", ("input", "name"), "getattr")
 _spell("size", ("input", "dim"), "Tensor.size")
