@@ -1,17 +1,23 @@
 """The template's reductions beyond one row's values: logsumexp, losses summed over every element
-(``mse_loss``, ``l1_loss``, ``kl_div``), numbers computed from the module's attributes, and what it
-declines, by name.
+(``mse_loss``, ``l1_loss``, ``kl_div``), batch norm in eval mode, numbers computed from the module's
+attributes, and what it declines, by name.
 
 Each module is traced and generated as the engine does (``problems_for``, ``verify.prepare``,
-``trace.trace``), then run in this Python under Triton's interpreter against PyTorch, outputs and
-gradients, on shapes that are not powers of two, rows longer than one of the interpreter's blocks,
-and more than two dimensions.
+``trace.trace``), then run in a fresh Python under Triton's interpreter (``fresh_python``) against
+PyTorch in float64, outputs and gradients, on shapes that are not powers of two, more elements than
+one block of the interpreter's launch, and more than two dimensions.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
+import os
+import subprocess
+import sys
 import textwrap
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +28,7 @@ from runners import trace, verify
 from runners.generators.template import Unsupported, render_module_with_backward
 from runners.pipeline import problems_for
 
+ROOT = Path(__file__).resolve().parents[2]
 _CASES = itertools.count()
 HEADER = "import torch\nimport torch.nn.functional as F\nfrom torch import nn\n"
 
@@ -83,9 +90,38 @@ def _through_function(fn: Any) -> bool:
     return any(_through_function(f) for f, _ in fn.next_functions)
 
 
-@pytest.fixture(autouse=True)
-def _interpret(monkeypatch):
-    monkeypatch.setenv("TRITON_INTERPRET", "1")
+_RUN_IN_CHILD = """
+import json, sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import test_template_reductions as tests
+kwargs = json.loads(sys.argv[3])
+getattr(tests, sys.argv[2]).__wrapped__(Path(kwargs.pop("tmp_path")), **kwargs)
+"""
+
+
+def fresh_python(test: Callable[..., None]) -> Callable[..., None]:
+    """Run the test in a fresh Python with TRITON_INTERPRET=1: Triton reads it when triton.language is
+    first imported, which another test of the session may have done without it."""
+
+    @functools.wraps(test)
+    def run(tmp_path: Path, **kwargs: Any) -> None:
+        here = str(Path(__file__).parent)
+        args = [
+            sys.executable,
+            "-c",
+            _RUN_IN_CHILD,
+            here,
+            test.__name__,
+            json.dumps({"tmp_path": str(tmp_path), **kwargs}),
+        ]
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        done = subprocess.run(
+            args, env=env, capture_output=True, text=True, timeout=300, check=False, cwd=ROOT
+        )
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    return run
 
 
 # ---------------------------------------------------------------------------
@@ -99,6 +135,7 @@ class M(nn.Module):
 """
 
 
+@fresh_python
 def test_logsumexp_matches_torch_with_its_gradient(tmp_path):
     source, name, backward = _generate(tmp_path, LOGSUMEXP, "[torch.randn(4, 100)]")
     assert (name, backward) == ("_logsumexp_fwd_kernel", "_logsumexp_bwd_kernel")
@@ -107,6 +144,7 @@ def test_logsumexp_matches_torch_with_its_gradient(tmp_path):
         _compare(ref, new, torch.randn(shape) * 10)
 
 
+@fresh_python
 def test_logsumexp_of_infinite_rows_is_torchs(tmp_path):
     source, _, _ = _generate(tmp_path, LOGSUMEXP, "[torch.randn(4, 100)]")
     ref, new = _modules(source)
@@ -116,6 +154,7 @@ def test_logsumexp_of_infinite_rows_is_torchs(tmp_path):
         assert torch.equal(new(x), ref(x))
 
 
+@fresh_python
 def test_logsumexp_keepdim_and_dim_read_from_the_module(tmp_path):
     body = """
     class M(nn.Module):
@@ -161,6 +200,7 @@ class M(nn.Module):
 """
 
 
+@fresh_python
 def test_a_number_computed_from_an_attribute_is_checked_at_call_time(tmp_path):
     source, name, backward = _generate(tmp_path, LEAKY_CLAMP, "[torch.randn(16, 64)]", "[0.1, 1.5]")
     assert (name, backward) == ("_gt_mul_where_clamp_kernel", "_gt_mul_where_clamp_bwd_kernel")
@@ -207,6 +247,7 @@ SHAPES = [(3, 5), (3, 1500), (5, 7, 13), (2000,)]
         ("-torch.sum(torch.abs(a) * b) / 4 + 1", "_sum_fwd_kernel"),
     ],
 )
+@fresh_python
 def test_losses_over_every_element_match_torch(tmp_path, expr, kernel):
     body = f"""
     class M(nn.Module):
@@ -222,6 +263,7 @@ def test_losses_over_every_element_match_torch(tmp_path, expr, kernel):
         _compare(ref, new, torch.randn(shape), torch.randn(shape))
 
 
+@fresh_python
 def test_a_loss_module_reads_its_reduction_at_call_time(tmp_path):
     body = """
     class M(nn.Module):
@@ -258,6 +300,7 @@ class M(nn.Module):
 """
 
 
+@fresh_python
 def test_distillation_kl_div_matches_torch(tmp_path):
     source, name, backward = _generate(tmp_path, KL_DIV, "[torch.randn(4, 6), torch.randn(4, 6)]", "[3.0]")
     assert (name, backward) == (
@@ -275,6 +318,7 @@ def test_distillation_kl_div_matches_torch(tmp_path):
 
 
 @pytest.mark.parametrize("log_target", [False, True])
+@fresh_python
 def test_kl_div_of_given_distributions_matches_torch(tmp_path, log_target):
     body = f"""
     class M(nn.Module):
@@ -331,6 +375,7 @@ class M(nn.Module):
     ("d", "shapes"),
     [(2, [(2, 4, 8, 8), (3, 4, 5, 7), (1, 4, 33, 40)]), (1, [(5, 4), (3, 4, 11), (2, 4, 1500)])],
 )
+@fresh_python
 def test_batch_norm_in_eval_mode_matches_torch(tmp_path, d, shapes):
     example = "torch.randn(2, 4, 8, 8)" if d == 2 else "torch.randn(2, 4, 8)"
     source, name, backward = _generate(tmp_path, BATCH_NORM.format(d=d), f"[{example}]", "[4]")
@@ -343,6 +388,7 @@ def test_batch_norm_in_eval_mode_matches_torch(tmp_path, d, shapes):
     _compare(ref, new, torch.randn(shapes[0]))
 
 
+@fresh_python
 def test_batch_norm_in_training_mode_is_refused(tmp_path):
     source, _, _ = _generate(tmp_path, BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]")
     _, new = _modules(source, (4,))
