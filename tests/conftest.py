@@ -180,6 +180,12 @@ SLOW_TESTS: list[str] = [
     "tests/runners/test_gemm_template.py::test_transformers_conv1d_is_a_product_with_its_weight_read_as_it_lies",
     "tests/runners/test_outer_template.py::test_generated_module_matches_the_original",
     "tests/runners/test_outer_template.py::test_what_a_table_cannot_hold_is_declined_by_name",
+    # Each in a fresh Python under the interpreter (~3 s a case); one of each kind stays in the fast tier.
+    "tests/runners/test_template_reductions.py::test_logsumexp_of_infinite_rows_is_torchs",
+    "tests/runners/test_template_reductions.py::test_logsumexp_keepdim_and_dim_read_from_the_module",
+    "tests/runners/test_template_reductions.py::test_losses_over_every_element_match_torch",
+    "tests/runners/test_template_reductions.py::test_kl_div_of_given_distributions_matches_torch",
+    "tests/runners/test_template_reductions.py::test_batch_norm_in_eval_mode_matches_torch",
     # Sandboxes left to run into their time or memory limits, or to fork until stopped.
     "tests/runners/test_sandbox.py::test_timeout_kills_a_hung_target",
     "tests/runners/test_sandbox.py::test_timeout_kills_grandchildren_too",
