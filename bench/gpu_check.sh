@@ -249,21 +249,30 @@ if [ "$PART" = quality ]; then
 # and level-2 sample), each with its own limit so one slow module cannot take the call, then merged.
 QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwise_chain linear_gelu linear_layernorm conv_bias_relu"}
 # JOBS problems side by side (default 1): their runners share the GPU's timing lock, so timed
-# calls never overlap; building, tracing and compiling do.
+# calls never overlap; building, tracing and compiling do. Each module's checks write their
+# buffers to the temp folder (GiBs at benchmark sizes): on 2026-12-05 seven at a time filled an
+# H200 host's disk, so keep JOBS at 3 or less there, or point TMPDIR at a bigger disk.
+# BUDGET_S: stop starting and cut what runs after that many seconds, so the tables and the one
+# archive of every problem's JSON and log ($OUT/quality.tgz) are still written.
 JOBS=${JOBS:-1}
+QDIR="$OUT/quality"
+mkdir -p "$QDIR"
 [ "$JOBS" -gt 1 ] && export KERNELIZE_TIMING_LOCK="$OUT/timing.lock"
+df -h "${TMPDIR:-/tmp}" | tail -1
 echo "== kernel quality, per problem, $JOBS at a time: $QUALITY =="
 one_problem() {
   local p=$1 start=$SECONDS
   timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device "${DEVICE:-cuda}" --only "$p" \
-      --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$OUT/quality_$p.json" --quiet > "$OUT/quality_$p.log" 2>&1 \
+      --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$QDIR/quality_$p.json" --quiet > "$QDIR/quality_$p.log" 2>&1 \
     && echo "$p: $((SECONDS - start)) s wall" || echo "$p: no result (exit $?, $((SECONDS - start)) s)"
 }
-export -f one_problem; export OUT PY
+export -f one_problem; export QDIR PY
 # shellcheck disable=SC2086
-printf '%s\n' $QUALITY | xargs -P "$JOBS" -I{} bash -c 'one_problem {}'
-# shellcheck disable=SC2086
-$PY bench/kernel_quality.py --from-json $(ls "$OUT"/quality_*.json) --markdown "$OUT/quality.md" | sed -n '/^## Per problem/,$p'
+printf '%s\n' $QUALITY | timeout "${BUDGET_S:-86400}" xargs -P "$JOBS" -I{} bash -c 'one_problem {}' \
+  || { echo "budget of ${BUDGET_S:-} s spent: the rest not run"; pkill -f bench/kernel_quality.py; sleep 2; }
+# shellcheck disable=SC2046
+$PY bench/kernel_quality.py --from-json $(ls "$QDIR"/quality_*.json) --markdown "$OUT/quality.md" | sed -n '/^## Per problem/,$p'
+tar -czf "$OUT/quality.tgz" -C "$OUT" quality && rm -rf "$QDIR"
 fi
 
 if [ "$PART" = memcheck ]; then
