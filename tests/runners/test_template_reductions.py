@@ -1,6 +1,6 @@
 """The template's reductions beyond one row's values: logsumexp, losses summed over every element
-(``mse_loss``, ``l1_loss``, ``kl_div``), batch norm in eval mode, numbers computed from the module's
-attributes, and what it declines, by name.
+(``mse_loss``, ``l1_loss``, ``kl_div``), column sums and means (``x.sum(dim=0)``), batch norm in eval
+mode, numbers computed from the module's attributes, and what it declines, by name.
 
 Each module is traced and generated as the engine does (``problems_for``, ``verify.prepare``,
 ``trace.trace``), then run in a fresh Python under Triton's interpreter (``fresh_python``) against
@@ -339,7 +339,7 @@ def test_kl_div_of_given_distributions_matches_torch(tmp_path, log_target):
         ("F.mse_loss(a, b) + F.l1_loss(a, b)", r"unsupported second sum over every element"),
         ("torch.exp(F.mse_loss(a, b))", r"unsupported exp of a sum over every element"),
         ("F.mse_loss(a, b) * a", r"unsupported mul of a sum over every element"),
-        ("a.sum(dim=0)", r"unsupported sum over dim 0: only the last dimension"),
+        ("a.amax(dim=0)", r"unsupported amax over dim 0: only the last dimension"),
     ],
 )
 def test_what_a_sum_over_every_element_cannot_take_is_declined(tmp_path, expr, message):
@@ -409,3 +409,73 @@ def test_batch_norm_in_training_mode_is_refused(tmp_path):
         Unsupported, match="unsupported batch_norm in training mode: it normalizes by the batch"
     ):
         _generate(tmp_path, body, "[torch.randn(2, 4, 8, 8)]")
+
+
+# ---------------------------------------------------------------------------
+# Column reductions: a sum over the first dimension of a 2-D input
+
+COLUMN = """
+class M(nn.Module):
+    def forward(self, x):
+        return {expr}
+"""
+_COLUMN_SHAPES = [(3, 5), (1500, 7), (37, 300), (1, 1)]
+
+
+@fresh_python
+def test_a_column_sum_matches_torch_with_its_gradient(tmp_path):
+    source, name, backward = _generate(tmp_path, COLUMN.format(expr="x.sum(dim=0)"), "[torch.randn(48, 40)]")
+    assert (name, backward) == ("_column_sum_fwd_kernel", "_column_sum_bwd_kernel")
+    ref, new = _modules(source)
+    for shape in _COLUMN_SHAPES:
+        _compare(ref, new, torch.randn(shape))
+    with torch.no_grad():
+        x = torch.randn(70, 9)
+        assert torch.equal(new(x), new(x))  # no atomics: the same bits every call
+        assert new(x.half()).dtype == torch.float16
+        assert torch.allclose(new(x.t()), ref(x.t()), atol=1e-5)  # a strided input
+    with pytest.raises(NotImplementedError, match="2-D inputs only"):
+        new(torch.randn(3, 4, 5))
+
+
+@pytest.mark.parametrize(
+    ("expr", "kernel"),
+    [
+        ("x.sum(-2)", "_column_sum_fwd_kernel"),
+        ("torch.sum(x, dim=[0], keepdim=True)", "_column_sum_fwd_kernel"),
+        ("x.mean(dim=0)", "_column_mean_fwd_kernel"),
+        ("torch.mean(x, 0, keepdim=True)", "_column_mean_fwd_kernel"),
+    ],
+)
+@fresh_python
+def test_column_spellings_match_torch(tmp_path, expr, kernel):
+    source, name, _ = _generate(tmp_path, COLUMN.format(expr=expr), "[torch.randn(48, 40)]")
+    assert name == kernel
+    ref, new = _modules(source)
+    for shape in _COLUMN_SHAPES:
+        _compare(ref, new, torch.randn(shape))
+
+
+@pytest.mark.parametrize(
+    ("expr", "inputs", "message"),
+    [
+        (
+            "x.sum(dim=0)",
+            "[torch.randn(4, 6, 5)]",
+            r"unsupported sum over dim 0 of a 3-D input: columns of 2-D inputs only "
+            r"\(Tensor.sum, node .sum_1.\)",
+        ),
+        ("x.amax(dim=0)", "[torch.randn(4, 6)]", r"unsupported amax over dim 0: only the last dimension"),
+        ("x.var(dim=0)", "[torch.randn(4, 6)]", r"unsupported var over dim 0: only the last dimension"),
+        (
+            "(x * 2).sum(dim=0)",
+            "[torch.randn(4, 6)]",
+            r"of a computed value: a column reduction of an input only",
+        ),
+        ("x.sum(dim=0) * 2", "[torch.randn(4, 6)]", r"followed by other ops"),
+        ("x.sum(dim=0, dtype=torch.float64)", "[torch.randn(4, 6)]", r"with dtype="),
+    ],
+)
+def test_what_a_column_reduction_cannot_take_is_declined(tmp_path, expr, inputs, message):
+    with pytest.raises(Unsupported, match=message):
+        _generate(tmp_path, COLUMN.format(expr=expr), inputs)

@@ -47,7 +47,9 @@ Triton, an ``@triton.autotune`` wrapper of the same kernel (pointwise: BLOCK_SIZ
 keyed on ``n_cols``, BLOCK_SIZE holding the row); under the Triton interpreter
 (``triton.jit`` then gives no ``JITFunction``), a plain launch with fixed
 settings, since timing configs there means nothing. The generated module reads
-no environment variables: the static screen forbids it. Reductions over other
+no environment variables: the static screen forbids it. A sum or mean over the
+first dimension of a 2-D input (``x.sum(dim=0)``) goes to ``columns.py``: one
+program per block of columns, walking down the rows. Other reductions over other
 dimensions, views and reshapes, and per-row tensors other than reductions are
 future work. A graph with matrix products (``nn.Linear``, ``F.linear``, ``x @ W``)
 goes to ``products.py``: one tiled GEMM kernel per product, the
@@ -90,6 +92,7 @@ The package, in the order a module goes through it:
 - ``backward.py``: the backward kernel and the ``torch.autograd.Function`` launching both;
 - ``products.py``: matrix products, several kernels in sequence;
 - ``tables.py``: tables larger than their inputs (RoPE's cos and sin);
+- ``columns.py``: a sum or mean over the first dimension of a 2-D input (``x.sum(dim=0)``);
 - here: the module's source put together, and ``TemplateGenerator``, which traces the module and
   picks the kind of kernel.
 """
@@ -101,7 +104,7 @@ from typing import Any
 
 from runners import sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.generators.template import products, tables
+from runners.generators.template import columns, products, tables
 from runners.generators.template.backward import Backward, render_backward, render_function
 from runners.generators.template.emit import (
     CUSTOM_OP,
@@ -141,6 +144,9 @@ def render_module_with_backward(
     if not trace.get("direct_module", False):
         bases = ", ".join(trace.get("bases", [])) or "another class"
         raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    if columns.applies(trace):  # a sum over the first dimension: one program per block of columns
+        source, name, grad_name = columns.render_module(problem, trace, backward)
+        return source, name, Kernel([], ""), grad_name
     parts = class_parts(problem.source, problem.class_name)
     kernel = Builder(trace).build()
     if kernel.output is None:
@@ -206,6 +212,8 @@ class TemplateGenerator:
             return [products.candidate(problem, res.payload, self.name)]
         if tables.applies(res.payload):  # tables larger than their inputs (RoPE's cos and sin)
             return [tables.candidate(problem, res.payload, self.name)]
+        if columns.applies(res.payload):  # a sum over the first dimension: one program per block of columns
+            return [columns.candidate(problem, res.payload, self.name)]
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except (Unsupported, NotStandalone) as exc:

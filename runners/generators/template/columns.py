@@ -1,0 +1,276 @@
+"""Column reductions for the ``template`` generator: ``x.sum(dim=0)`` of a 2-D input, one kernel.
+
+The template's own kernels (``lowering.py``) reduce over the last dimension: one program per row. A
+sum over the first dimension of a 2-D input (a batch's feature totals: ``x.sum(dim=0)``,
+``x.sum(-2)``, ``torch.sum(x, 0, keepdim=True)``, and ``x.mean(dim=0)``) comes here instead. Each
+program owns ``BLOCK_N`` columns and walks down the rows ``BLOCK_M`` at a time, adding each block
+into a float32 accumulator of ``BLOCK_M x BLOCK_N``: every load reads ``BLOCK_N`` neighbouring
+elements of a row, so the reads are coalesced along it. The accumulator's rows are added up at the
+end and one value per column is stored, in the input's dtype (torch's for a float sum or mean); a
+mean divides by the number of rows. Nothing is atomic: the same inputs give the same bits.
+
+The backward broadcasts the upstream gradient over the rows (divided by the number of rows for a
+mean), elementwise over the input's shape; both launches are custom ops in a
+``torch.autograd.Function``, as the template's row kernels are.
+
+Only the input itself is reduced: a pointwise op before the column sum, or one after it, another
+reduction over the first dimension (``amax``, ``var``), inputs of another number of dimensions and
+integer inputs are declined by name. Forward refuses, at call time, an input that is not 2-D or not
+floating point.
+"""
+
+from __future__ import annotations
+
+import ast
+import textwrap
+from typing import Any
+
+from runners import pyast
+from runners.generators.base import Candidate, GeneratorDeclined, Problem
+from runners.generators.template.emit import CUSTOM_OP, HEADER, guard_lines, op_source, wrap
+from runners.generators.template.ir import Kernel, read_guards
+from runners.generators.template.ops import SPELLINGS, Unsupported
+from runners.source import NotStandalone, class_parts
+
+_FLOATS = ("float32", "float16", "bfloat16", "float64")
+
+
+def _bound(node: dict[str, Any]) -> tuple[str, dict[str, Any]] | None:
+    """(op, arguments by name) for a call node the template spells, else None."""
+    if node["op"] not in ("call_function", "call_method"):
+        return None
+    spelled = SPELLINGS.get(node.get("target", ""))
+    if spelled is None:
+        return None
+    op, params = spelled
+    return op, dict(zip(params, node.get("args", []), strict=False)) | dict(node.get("kwargs", {}))
+
+
+def _first_dim(bound: dict[str, Any], ndim: int) -> bool:
+    """Whether ``dim`` is a literal naming the first of ``ndim`` (at least 2) dimensions."""
+    dim = bound.get("dim")
+    if isinstance(dim, list) and len(dim) == 1:
+        dim = dim[0]
+    return ndim >= 2 and type(dim) is int and dim in (0, -ndim)
+
+
+def _column_node(trace: dict[str, Any]) -> tuple[dict[str, Any], str, dict[str, Any], list[int]] | None:
+    """(node, op, arguments, input shape) of the first sum or mean over the first dimension."""
+    by_name = {n["name"]: n for n in trace.get("nodes", [])}
+    for node in trace.get("nodes", []):
+        spelled = _bound(node)
+        if spelled is None or spelled[0] not in ("sum", "mean"):
+            continue
+        op, bound = spelled
+        source = bound.get("input")
+        shape = by_name.get(source["node"], {}).get("shape") if isinstance(source, dict) else None
+        if isinstance(shape, list) and _first_dim(bound, len(shape)):
+            return node, op, bound, shape
+    return None
+
+
+def applies(trace: dict[str, Any]) -> bool:
+    """Whether the graph sums or averages a tensor of two or more dimensions over its first."""
+    return _column_node(trace) is not None
+
+
+def _settings(trace: dict[str, Any]) -> tuple[str, str, bool]:
+    """(the forward argument reduced, ``sum`` or ``mean``, keepdim) for a graph that is one column
+    reduction of an input, or Unsupported naming what it holds beyond that."""
+    found = _column_node(trace)
+    assert found is not None
+    node, op, bound, shape = found
+    what = f"{op} over dim {bound.get('dim')}"
+    label = f"({node.get('target')}, node {node['name']!r})"
+
+    def fail(why: str) -> Unsupported:
+        return Unsupported(f"unsupported {what} {why} {label}")
+
+    if len(shape) != 2:
+        raise fail(f"of a {len(shape)}-D input: columns of 2-D inputs only")
+    nodes = trace.get("nodes", [])
+    by_name = {n["name"]: n for n in nodes}
+    source = by_name[bound["input"]["node"]]
+    if source["op"] != "placeholder":
+        raise fail("of a computed value: a column reduction of an input only")
+    if source.get("dtype") not in _FLOATS:
+        raise fail(f"of a {source.get('dtype')} input: floating point only")
+    if bound.get("dtype") is not None:
+        raise fail("with dtype=")
+    keepdim = bound.get("keepdim", False)
+    if type(keepdim) is not bool:
+        raise fail(f"with keepdim={keepdim!r}: a literal only")
+    output = next(n for n in nodes if n["op"] == "output")
+    if output.get("args") != [{"node": node["name"]}]:
+        raise fail("followed by other ops: forward must return the reduction")
+    others = [n["name"] for n in nodes if n["op"] not in ("placeholder", "output") and n is not node]
+    if others:
+        raise fail(f"alongside other ops ({', '.join(others)})")
+    return str(source.get("target", source["name"])), op, keepdim
+
+
+_KERNEL = """
+@triton.jit
+def {name}(x_ptr, out_ptr, n_rows, n_cols, M_BUCKET, N_BUCKET, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    # Each program owns BLOCK_N columns and walks down the rows BLOCK_M at a time: each load reads
+    # BLOCK_N neighbouring elements of BLOCK_M rows, coalesced along the rows.
+    pid = tl.program_id(0).to(tl.int64)
+    cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_mask = cols < n_cols
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for start in range(0, n_rows, BLOCK_M):
+        rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
+        mask = (rows[:, None] < n_rows) & col_mask[None, :]
+        x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
+        acc += x.to(tl.float32)
+    total = tl.sum(acc, axis=0){scale}
+    tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=col_mask)
+"""
+_BACKWARD_KERNEL = """
+@triton.jit
+def {backward}(d_out_ptr, d_x_ptr, n_elements, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
+    # The gradient of a column {op} is the upstream gradient of each column, on every row{per_row}.
+    pid = tl.program_id(0).to(tl.int64)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    d = tl.load(d_out_ptr + offsets % n_cols, mask=mask, other=0.0).to(tl.float32){scale}
+    tl.store(d_x_ptr + offsets, d.to(d_x_ptr.dtype.element_ty), mask=mask)
+"""
+
+# On CUDA the forward is tuned per size over the block of columns a program owns (fewer columns:
+# more programs), the block of rows a step reads, and num_warps, keyed on the sizes rounded up to
+# powers of two. Under the Triton interpreter, where timing settings means nothing, a plain launch.
+# The backward is elementwise, with the template's plain launch (it is not tuned yet).
+_LAUNCH = '''
+{name}_autotuned = triton.autotune(
+    configs=[
+        triton.Config({{"BLOCK_M": m, "BLOCK_N": n}}, num_warps=w)
+        for m, n in ((32, 32), (64, 32), (32, 64), (64, 64), (16, 128), (32, 128), (8, 256))
+        for w in (4, 8)
+    ],
+    key=["M_BUCKET", "N_BUCKET"],
+)({name})
+
+
+def _column_launch_config(n_rows, n_cols, on_cuda):
+    """(kernel, grid, settings) for one program per block of BLOCK_N columns."""
+    buckets = {{"M_BUCKET": triton.next_power_of_2(n_rows), "N_BUCKET": triton.next_power_of_2(n_cols)}}
+    if on_cuda and isinstance({name}, triton.JITFunction):
+        grid = lambda meta: (triton.cdiv(n_cols, meta["BLOCK_N"]),)
+        return {name}_autotuned, grid, buckets
+    config = {{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, **buckets}}
+    return {name}, (triton.cdiv(n_cols, 64),), config
+'''
+
+
+def _ops(op: str, keepdim: bool, name: str, backward: str) -> tuple[str, str, str, str]:
+    """(the forward op's source, the backward op's, their names)."""
+    fwd, bwd = name.removesuffix("_kernel"), backward.removesuffix("_kernel")
+    shape = "(1, n_cols)" if keepdim else "(n_cols,)"
+    forward_body = [
+        "    x = x.contiguous()",
+        "    n_rows, n_cols = x.shape",
+        f"    out = torch.empty({shape}, dtype=x.dtype, device=x.device)",
+        "    kernel, grid, config = _column_launch_config(n_rows, n_cols, x.is_cuda)",
+        "    kernel[grid](x, out, n_rows, n_cols, **config)",
+        "    return out",
+    ]
+    forward_fake = [
+        "    n_rows, n_cols = x.shape",
+        f"    return torch.empty({shape}, dtype=x.dtype, device=x.device)",
+    ]
+    forward = op_source(fwd, [("x", "torch.Tensor")], "torch.Tensor", forward_body, forward_fake)
+    backward_body = [
+        "    d_out = d_out.contiguous()",
+        "    n_cols = d_out.numel()",
+        "    d_x = torch.empty((n_rows, n_cols), dtype=d_out.dtype, device=d_out.device)",
+        "    n_elements = d_x.numel()",
+        "    block_size = 1024",
+        "    grid = (triton.cdiv(n_elements, block_size),)",
+        f"    {backward}[grid](d_out, d_x, n_elements, n_rows, n_cols, BLOCK_SIZE=block_size, num_warps=4)",
+        "    return d_x",
+    ]
+    backward_fake = [
+        "    return torch.empty((n_rows, d_out.numel()), dtype=d_out.dtype, device=d_out.device)"
+    ]
+    params = [("d_out", "torch.Tensor"), ("n_rows", "int")]
+    back = op_source(bwd, params, "torch.Tensor", backward_body, backward_fake)
+    return forward, back, fwd, bwd
+
+
+def _function(fn: str, fwd: str, bwd: str, forward_name: str, backward: str) -> str:
+    return textwrap.dedent(f'''
+        class {fn}(torch.autograd.Function):
+            """Forward: {forward_name}. Backward: {backward}, the upstream gradient on every row."""
+
+            @staticmethod
+            def forward(ctx, x):
+                ctx.n_rows = x.shape[0]
+                return {fwd}(x)
+
+            @staticmethod
+            def backward(ctx, d_out):
+                return {bwd}(d_out, ctx.n_rows)
+        ''').strip("\n")
+
+
+def render_module(
+    problem: Problem, trace: dict[str, Any], backward: bool = True
+) -> tuple[str, str, str | None]:
+    """(source, forward kernel name, backward kernel name or None) for a traced column reduction."""
+    if not trace.get("direct_module", False):
+        bases = ", ".join(trace.get("bases", [])) or "another class"
+        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    arg, op, keepdim = _settings(trace)
+    parts = class_parts(problem.source, problem.class_name)
+    taken = {
+        n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
+    }
+    if arg not in taken:
+        raise Unsupported(f"the reduced input {arg!r} is not an argument of forward")
+    name, bwd_name = f"_column_{op}_fwd_kernel", f"_column_{op}_bwd_kernel"
+    fn = f"_Column{op.capitalize()}Function"
+    scale = " / n_rows" if op == "mean" else ""
+    per_row = ", divided by the number of rows" if op == "mean" else ""
+    kernels = [_KERNEL.format(name=name, scale=scale)]
+    forward_op, backward_op, fwd, bwd = _ops(op, keepdim, name, bwd_name)
+    ops = [forward_op]
+    if backward:
+        kernels.append(_BACKWARD_KERNEL.format(backward=bwd_name, op=op, scale=scale, per_row=per_row))
+        ops += [backward_op, _function(fn, fwd, bwd, name, bwd_name)]
+    guards = Kernel([], arg, guards=read_guards(trace))
+    guards.guards += [
+        (f"{arg}.dim() != 2", f"the kernel takes the column {op} of 2-D inputs only"),
+        (f"not {arg}.is_floating_point()", f"the kernel takes the column {op} of floating-point inputs only"),
+    ]
+    forward = [f"def forward({parts.signature}){parts.returns}:", *guard_lines(guards)]
+    if backward:
+        forward.append(f"    if torch.is_grad_enabled() and {arg}.requires_grad:")
+        forward += wrap(f"return {fn}.apply", [arg], "        ")
+    forward += wrap(f"return {fwd}", [arg], "    ")
+    also = f", and its backward, {bwd_name}" if backward else ""
+    doc = (
+        f'"""{problem.class_name} as one Triton kernel, {name} (one program per block of columns){also}.\n'
+        'Each launch is a custom op, so torch.compile(fullgraph=True) takes the module as it is."""'
+    )
+    context = [c for c in parts.context if c not in HEADER]
+    blocks = [doc + "\n\n" + "\n".join([*HEADER, *context]) + "\n", CUSTOM_OP.strip("\n") + "\n"]
+    blocks += [k.strip("\n") + "\n" for k in kernels]
+    blocks.append(_LAUNCH.format(name=name).strip("\n") + "\n")
+    blocks += [o.strip("\n") + "\n" for o in ops]
+    members = [*parts.members, "\n".join(forward) + "\n"]
+    body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
+    blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
+    return "\n\n".join(blocks), name, bwd_name if backward else None
+
+
+def candidate(problem: Problem, trace: dict[str, Any], generator: str) -> Candidate:
+    try:
+        source, name, backward = render_module(problem, trace)
+        without = render_module(problem, trace, backward=False)[0]
+    except (Unsupported, NotStandalone) as exc:
+        raise GeneratorDeclined(f"{generator}: {exc}") from None
+    provenance = {"kernel": name, "pattern": "column reduction", "backward": backward}
+    cand = Candidate(name.strip("_"), generator, source, provenance)
+    cand.without_backward = without
+    return cand
