@@ -28,6 +28,8 @@ from typing import Any
 
 import torch
 
+from runners.sandbox import TIMING_LOCK_FD_ENV
+
 # The flush before each call: 1 GiB (H200's L2 is 60 MiB) takes the GPU ~0.3 ms, longer than the
 # harness's Python per call, so the GPU, not the CPU, paces every timed loop and the judge's clock
 # around the loop resolves the GPU's time (a CPU-paced loop would hide it behind Python).
@@ -342,7 +344,7 @@ def timed_alone() -> Iterator[None]:
     """The GPU to this runner while it times, when its sandbox was given the timing lock of
     several runners sharing one GPU (``runners.sandbox.TIMING_LOCK_ENV``): held from the warm-up
     to the last call back to back, so no other runner's calls overlap the timed ones."""
-    fd = os.environ.get("KERNELIZE_TIMING_LOCK_FD")
+    fd = os.environ.get(TIMING_LOCK_FD_ENV)
     if not fd:
         yield
         return

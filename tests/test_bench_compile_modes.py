@@ -3,28 +3,18 @@ rows render from saved runs (failed modes as cells), and the measuring run refus
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 import torch
 
+from tests.bench_scripts import script
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("compile_modes", ROOT / "bench" / "compile_modes.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["compile_modes"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-cm = _script()
+cm = script("compile_modes")
 
 
 @pytest.mark.parametrize("path", sorted((ROOT / "bench" / "problems").glob("*.py")), ids=lambda p: p.stem)

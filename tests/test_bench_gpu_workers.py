@@ -3,27 +3,17 @@ the CPU (two supervised workers, "GPUs" 0 and 1, the embedded broker)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+
+from tests.bench_scripts import script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gpu_workers", ROOT / "bench" / "gpu_workers.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["gpu_workers"] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-gw = _script()
+gw = script("gpu_workers")
 
 
 def _finished(task_id: str, gpu: str, seconds: float = 1.0) -> dict[str, object]:

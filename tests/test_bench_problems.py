@@ -7,7 +7,6 @@ synthetic reports; one end-to-end run on CPU checks the script writes the rows i
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import math
@@ -32,20 +31,12 @@ from runners.results import (
     Verdict,
     to_dict,
 )
+from tests.bench_scripts import load
 
 ROOT = Path(__file__).resolve().parent.parent
 PROBLEMS = ROOT / "bench" / "problems"
 SCRIPT = ROOT / "bench" / "kernel_quality.py"
 FILES = sorted(PROBLEMS.glob("*.py"))
-
-
-def load(path: Path, name: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up while the file runs
-    spec.loader.exec_module(module)
-    return module
 
 
 kq = load(SCRIPT, "kernel_quality")
