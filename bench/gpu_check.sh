@@ -261,7 +261,18 @@ mkdir -p "$QDIR"
 df -h "${TMPDIR:-/tmp}" | tail -1
 echo "== kernel quality, per problem, $JOBS at a time: $QUALITY =="
 one_problem() {
-  local p=$1 start=$SECONDS
+  local p=$1 start=$SECONDS shared=${TMPDIR:-/tmp}
+  # A temp folder of the problem's own, removed however the problem ends (its limit, the budget's
+  # timeout and pkill): a killed engine leaves its buffers there (GiBs), which would otherwise fill
+  # the disk for the problems after it. The TERM trap waits for the problem's command, then exits
+  # through the EXIT trap. The family above 2^31 elements keeps its lock in the shared temp folder,
+  # so one problem at a time writes its inputs (runners/above_int32.py).
+  PROBLEM_TMP=$(mktemp -d "$shared/kernelize-problem-$p.XXXXXX") || { echo "$p: no temp folder"; return 1; }
+  trap 'chmod -R u+rwX "$PROBLEM_TMP" 2>/dev/null; rm -rf "$PROBLEM_TMP" || { sleep 1; rm -rf "$PROBLEM_TMP"; }' EXIT
+  trap 'exit 143' TERM INT HUP
+  # $PY and QUALITY_ARGS are split into words on purpose.
+  # shellcheck disable=SC2086
+  KERNELIZE_LARGE_FAMILY_LOCK=${KERNELIZE_LARGE_FAMILY_LOCK:-$shared/kernelize-large-family.lock} TMPDIR=$PROBLEM_TMP \
   timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device "${DEVICE:-cuda}" --only "$p" \
       --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$QDIR/quality_$p.json" --quiet > "$QDIR/quality_$p.log" 2>&1 \
     && echo "$p: $((SECONDS - start)) s wall" || echo "$p: no result (exit $?, $((SECONDS - start)) s)"

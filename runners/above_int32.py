@@ -10,18 +10,30 @@ a runner of its own: forward only, outputs only (no float64 copy, no inputs writ
 tensor is several GiB), and the judge compares the outputs like any other family
 (``verify.compare``, chunk by chunk in float64).
 
+One process on the host at a time runs the family's disk-heavy part. Processes side by side
+(modules checked in parallel on one host) would each see the same free disk and then all write
+their GiBs into it, so each takes an exclusive lock on one file first (:func:`lock_path`) and
+holds it from the free-space check until its files are removed (:meth:`Family.close`): what it
+checked is then what it writes, and the next holder's check sees the space given back. The lock
+is let go as soon as the family is skipped or raises, and with the process however it ends.
+
 Skipped, the reason listed with the report's skipped families: on CPU (the interpreter runs every
 one of millions of program instances in Python); where no input has a leading dimension; where
-the GPU's free memory, the disk or the host's available memory cannot hold it (:func:`need`);
-where the original itself raises on it.
+another process on the host holds the lock longer than the wait allowed (the runners' time
+limit); where the GPU's free memory, the disk or the host's available memory cannot hold it
+(:func:`need`); where the original itself raises on it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import math
+import os
 import shutil
 import sys
+import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +52,10 @@ GIB = 2**30
 INPUTS = "above-int32-inputs.bin"
 REFERENCE = "above-int32-reference.bin"
 CANDIDATE = "above-int32-candidate.bin"
+# The host's lock for the family: a file in the temp folder, or the one this names (a run that gives
+# each process a temp folder of its own names one they share here).
+LOCK_ENV = "KERNELIZE_LARGE_FAMILY_LOCK"
+LOCK_NAME = "kernelize-large-family.lock"
 NOT_ON_CPU = "not run on CPU (the Triton interpreter runs each of millions of program instances in Python)"
 
 Spec = dict[str, Any]
@@ -123,10 +139,48 @@ def _host_available() -> int:
     return 0
 
 
+def lock_path() -> Path:
+    """The host's lock file for the family: :data:`LOCK_ENV` where set, else in the temp folder."""
+    return Path(os.environ.get(LOCK_ENV) or Path(tempfile.gettempdir()) / LOCK_NAME)
+
+
+def reserve(path: Path, wait_s: float) -> int | str:
+    """A descriptor holding the exclusive lock on ``path`` (closing it lets the lock go), or why
+    not: another process held it for all of ``wait_s`` seconds, or the file cannot be opened.
+
+    The descriptor is closed on exec, so no runner started meanwhile inherits it (a runner that
+    outlived this process would otherwise keep the host locked)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    except OSError as exc:
+        return f"its host-wide lock {path}: {exc.strerror or exc}"
+    begun = time.monotonic()
+    pause = 0.05
+    while True:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return fd
+        except BlockingIOError:
+            pass
+        except OSError as exc:
+            os.close(fd)
+            return f"its host-wide lock {path}: {exc.strerror or exc}"
+        waited = time.monotonic() - begun
+        if waited >= wait_s:
+            os.close(fd)
+            return f"another module on this host is running it; waited {waited:.1f} s"
+        # Polled, not a blocking flock: a blocking one cannot be given up at the limit.
+        time.sleep(min(pause, wait_s - waited))
+        pause = min(2 * pause, 0.5)
+
+
 class Family:
     """The family for one module: planned, and the original run, once; each candidate checked.
+    The host's lock is taken before the free-space check and held until :meth:`close`.
 
-    ``limit``: the element count to go past (smaller ones test the plumbing on CPU)."""
+    ``limit``: the element count to go past (smaller ones test the plumbing on CPU); ``lock``: the
+    lock file (:func:`lock_path` by default); ``wait_s``: how long to wait for it (``timeout_s`` by
+    default) before the family is skipped."""
 
     def __init__(
         self,
@@ -136,9 +190,14 @@ class Family:
         env: dict[str, str],
         python: str | None,
         limit: int = LIMIT,
+        lock: Path | None = None,
+        wait_s: float | None = None,
     ) -> None:
         self.judge, self.timeout_s, self.env, self.python = judge, timeout_s, env, python
         self.memory_mb, self.limit = memory_mb, limit
+        self.lock = lock if lock is not None else lock_path()
+        self.wait_s = timeout_s if wait_s is None else wait_s
+        self._lock_fd = -1  # the host's lock, while held
         self.device, self.dir = judge.device, judge.dir
         self.input_bytes = self.output_bytes = 0
         self.skipped = ""  # why not, once known
@@ -200,7 +259,12 @@ class Family:
             self._release()
 
     def _prepare(self) -> str:
-        """Plan the call and run the original on it; '' or why the family is skipped."""
+        """Plan the call and run the original on it; '' or why the family is skipped.
+
+        The host's lock is taken before the free-space check. It stays held while the family's
+        files are on disk: the inputs and the original's outputs until :meth:`close`, each
+        candidate's outputs in between. Skipped, or on an exception, the files go and the lock is
+        let go at once."""
         judge = self.judge
         plan = scaled(judge.build["inputs"], self.limit)
         if isinstance(plan, str):
@@ -211,9 +275,26 @@ class Family:
         ref = judge.reference.get(normal.call.name) if normal is not None else None
         out_bytes = math.ceil(sum(t.nbytes for t in ref.outputs) * rows / lead) if ref is not None else 0
         self.input_bytes, self.output_bytes = sum(sizes), out_bytes
+        held = reserve(self.lock, self.wait_s)
+        if isinstance(held, str):
+            return held
+        self._lock_fd = held
+        try:
+            why = self._run_original(specs, max([*sizes, out_bytes]))
+        except BaseException:
+            self.close()
+            raise
+        if why:
+            self.close()
+        return why
+
+    def _run_original(self, specs: list[Spec], largest: int) -> str:
+        """With the host's lock held: check that the family fits, write its inputs and run the
+        original on them; '' or why the family is skipped."""
+        judge = self.judge
         self._release()
         why = shortfall(
-            need(self.input_bytes, out_bytes, max([*sizes, out_bytes])),
+            need(self.input_bytes, self.output_bytes, largest),
             torch.cuda.mem_get_info()[0] if self.device == "cuda" else sys.maxsize,
             shutil.disk_usage(self.dir).free,
             _host_available(),
@@ -292,11 +373,17 @@ class Family:
         return sandbox.Limits(self.timeout_s, self.memory_mb + extra)
 
     def close(self) -> None:
+        """Remove the family's files, then let the host's lock go (in that order: the next
+        holder's free-space check must see their space free)."""
         if not isinstance(self._blob, bytes):
             self._blob.close()
+            self._blob = b""
         for name in (INPUTS, REFERENCE, CANDIDATE):
             with contextlib.suppress(OSError):
                 (self.dir / name).unlink()
+        if self._lock_fd >= 0:
+            os.close(self._lock_fd)  # the flock goes with its last descriptor
+            self._lock_fd = -1
 
 
 # ---------------------------------------------------------------------------
