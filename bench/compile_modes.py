@@ -26,7 +26,7 @@ import json
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,34 @@ def median_ms(fn: Callable[..., Any], args: list[Any], runs: int = RUNS) -> floa
     from runners.bench import FLUSH_BYTES
 
     flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device="cuda")
+    with _timing_lock():
+        return _median_ms(fn, args, runs, flush)
+
+
+@contextlib.contextmanager
+def _timing_lock() -> Iterator[None]:
+    """The GPU to this process while it times, when it shares the GPU with the engine's runners
+    (``KERNELIZE_TIMING_LOCK``, the lock they take around their timed calls)."""
+    import fcntl
+    import os
+
+    from runners.sandbox import TIMING_LOCK_ENV
+
+    path = os.environ.get(TIMING_LOCK_ENV)
+    if not path:
+        yield
+        return
+    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _median_ms(fn: Callable[..., Any], args: list[Any], runs: int, flush: Any) -> float:
+    import torch
+
     for _ in range(10):
         fn(*args)
     torch.cuda.synchronize()

@@ -135,6 +135,8 @@ fi
 
 if [ "$PART" = modes ]; then
 echo "== torch.compile's modes against eager (bench/compile_modes.py) =="
+# Beside PART=quality on one GPU, export KERNELIZE_TIMING_LOCK="$OUT/timing.lock" for both: the
+# script then times under the lock the engine's runners share.
 # shellcheck disable=SC2086
 $PY bench/compile_modes.py --only "$(echo ${MODES_ONLY:-conv_bias_relu linear_gelu linear_layernorm softmax logsumexp row_variance} | tr ' ' ,)" \
     --json "$OUT/modes.json" --markdown "$OUT/modes.md"

@@ -58,3 +58,19 @@ def test_an_unknown_mode_is_refused_with_the_known_ones(capsys):
 def test_without_a_gpu_it_says_so_and_exits_2(capsys):
     assert cm.main(["--only", "gelu"]) == 2
     assert "needs a CUDA GPU" in capsys.readouterr().err
+
+
+def test_timing_takes_the_lock_the_engines_runners_share(tmp_path, monkeypatch):
+    """Beside the engine on one GPU, its timed calls never overlap a runner's (nor the reverse)."""
+    import fcntl
+    import os
+
+    lock = tmp_path / "timing.lock"
+    monkeypatch.setenv("KERNELIZE_TIMING_LOCK", str(lock))
+    other = os.open(lock, os.O_RDONLY | os.O_CREAT)
+    try:
+        with cm._timing_lock(), pytest.raises(BlockingIOError):
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # released after
+    finally:
+        os.close(other)
