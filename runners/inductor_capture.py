@@ -10,7 +10,10 @@ a backend that records Dynamo's graph before handing it to Inductor's
 ``compile_fx``. Duck shaping is off, so two example sizes that happen to be
 equal stay two symbols. It then runs once under ``run_and_get_code``, which
 keeps the wrapper Inductor wrote; after that run each kernel's autotuner holds
-the one launch configuration it chose. What comes back::
+the one launch configuration it chose. Then the module is compiled again with
+static shapes (``dynamic=False``) and coordinate-descent tuning of each kernel's
+launch settings: Inductor plans layouts (channels-last convolutions) and
+reductions for known sizes that it cannot plan for symbolic ones. What comes back::
 
     {"ok": true,
      "code": "<Inductor's output module, as written>",
@@ -23,6 +26,8 @@ the one launch configuration it chose. What comes back::
      "outputs": {"kind": "tensor", "count": 1},
      "kernels": {"triton_poi_fused_add_0": {"config": {"kwargs": {"XBLOCK": 1024}, "num_warps": 4,
                  "num_stages": 1}, "grid_type": "Grid1D", "configs_tried": 2}},
+     "static": {"ok": true, "code": "...", "placeholders": [...], "kernels": {...}},  # the example's
+               # sizes only (or {"ok": false, "reason": ...}: the dynamic graph then stands alone)
      "settings": [{"path": "eps", "value": 1e-06}],  # numbers the graph was specialised on
      "fixed_arguments": [{"name": "clamp", "value": true}],
      "example_shapes": [[8, 64]], "device_name": "NVIDIA H200", "torch": "2.11.0", "triton": "3.6.0"}
@@ -36,6 +41,7 @@ from __future__ import annotations
 
 import inspect
 import re
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -173,6 +179,8 @@ def _kernels(code: str) -> tuple[dict[str, Any], str | None]:
 
     names = re.findall(r"^(\w+) = async_compile\.triton\(", code, flags=re.M)
     loaded = [m for m in PyCodeCache.modules if all(hasattr(m, n) for n in names)]
+    # Two compiles of one module name their kernels alike: the module loaded from this very code.
+    loaded = [m for m in loaded if _source_of(m) == code] or loaded
     tuners = {n: getattr(loaded[-1], n) for n in names} if loaded else _tuners_by_name(names)
     out: dict[str, Any] = {}
     for name in names:
@@ -197,6 +205,13 @@ def _kernels(code: str) -> tuple[dict[str, Any], str | None]:
             "launchers": len(launchers),
         }
     return out, None
+
+
+def _source_of(module: Any) -> str | None:
+    try:
+        return Path(module.__file__).read_text(encoding="utf-8")
+    except (AttributeError, TypeError, OSError):
+        return None
 
 
 def _tuners_by_name(names: list[str]) -> dict[str, Any]:
@@ -252,6 +267,50 @@ def capture(req: dict[str, Any]) -> dict[str, Any]:
         return {"ok": False, "reason": "forward returns an input or a parameter (or a view of one)"}
 
     missing = _configure()
+    first = _compiled(module, args, arguments, dynamic=True)
+    if not first.get("ok"):
+        return first
+    graph_inputs = {p["from"]["input"] for p in first["placeholders"] if "input" in p.get("from", {})}
+    fixed = [
+        {"name": name, "value": value}
+        for name, value in arguments.items()
+        if name not in graph_inputs and not isinstance(value, torch.Tensor)
+    ]
+    # The same module with static shapes and tuned launch settings, for the example's sizes (the
+    # forward takes it when every input has them): with static sizes Inductor plans layouts and
+    # reductions it cannot plan for symbolic ones.
+    torch._dynamo.reset()
+    import torch._inductor.config as inductor_config
+
+    inductor_config.coordinate_descent_tuning = True
+    try:
+        static = _compiled(module, args, arguments, dynamic=False)
+    finally:
+        inductor_config.coordinate_descent_tuning = False
+    import triton
+
+    return {
+        "ok": True,
+        "code": first["code"],
+        "placeholders": first["placeholders"],
+        "outputs": outputs,
+        "kernels": first["kernels"],
+        "static": static if static.get("ok") else {"ok": False, "reason": static.get("reason", "")},
+        "settings": _settings(module),
+        "fixed_arguments": [f for f in fixed if _plain(f["value"])],
+        "unplain_arguments": [f["name"] for f in fixed if not _plain(f["value"])],
+        "example_shapes": [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
+        "device_name": torch.cuda.get_device_name(0),
+        "torch": torch.__version__,
+        "triton": triton.__version__,
+        "missing_settings": missing,
+    }
+
+
+def _compiled(
+    module: torch.nn.Module, args: list[Any], arguments: dict[str, Any], dynamic: bool
+) -> dict[str, Any]:
+    """One compile of ``module`` on ``args``: {"ok", "code", "placeholders", "kernels"} or a reason."""
     from torch._inductor.compile_fx import compile_fx
     from torch._inductor.utils import run_and_get_code
 
@@ -261,7 +320,7 @@ def capture(req: dict[str, Any]) -> dict[str, Any]:
         graphs.append((gm, list(example_inputs)))
         return compile_fx(gm, example_inputs)
 
-    compiled = torch.compile(module, backend=backend, dynamic=True, fullgraph=True)
+    compiled = torch.compile(module, backend=backend, dynamic=dynamic, fullgraph=True)
 
     def run() -> Any:
         with torch.no_grad():
@@ -287,29 +346,7 @@ def capture(req: dict[str, Any]) -> dict[str, Any]:
     kernels, why = _kernels(codes[0])
     if why:
         return {"ok": False, "reason": why}
-    graph_inputs = {p["from"]["input"] for p in placeholders if "input" in p.get("from", {})}
-    fixed = [
-        {"name": name, "value": value}
-        for name, value in arguments.items()
-        if name not in graph_inputs and not isinstance(value, torch.Tensor)
-    ]
-    import triton
-
-    return {
-        "ok": True,
-        "code": codes[0],
-        "placeholders": placeholders,
-        "outputs": outputs,
-        "kernels": kernels,
-        "settings": _settings(module),
-        "fixed_arguments": [f for f in fixed if _plain(f["value"])],
-        "unplain_arguments": [f["name"] for f in fixed if not _plain(f["value"])],
-        "example_shapes": [list(a.shape) for a in args if isinstance(a, torch.Tensor)],
-        "device_name": torch.cuda.get_device_name(0),
-        "torch": torch.__version__,
-        "triton": triton.__version__,
-        "missing_settings": missing,
-    }
+    return {"ok": True, "code": codes[0], "placeholders": placeholders, "kernels": kernels}
 
 
 def _plain(value: Any) -> bool:

@@ -39,14 +39,15 @@ from __future__ import annotations
 import ast
 import builtins
 import json
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from runners import pyast, sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.normalize import normalize
-from runners.source import NotStandalone, class_parts
+from runners.normalize import Normalized, normalize
+from runners.source import ClassParts, NotStandalone, class_parts
 
 NEEDS_CUDA = (
     "inductor: needs a CUDA GPU (Inductor's Triton backend generates code for the GPU it compiles on)"
@@ -65,6 +66,8 @@ _BLOCKS = ("XBLOCK", "YBLOCK", "ZBLOCK", "R0_BLOCK", "R1_BLOCK")
 _GRIDS = {"Grid1D": ("xnumel",), "Grid2D": ("ynumel", "xnumel"), "Grid3D": ("znumel", "ynumel", "xnumel")}
 _GRIDS["Grid2DWithYZOverflow"] = _GRIDS["Grid2D"]
 CALL = "_call_compiled"
+STATIC_CALL = "_call_static"  # the graph compiled for the example's sizes
+STATIC_SUFFIX = "_static"  # its kernels' names, apart from the dynamic graph's
 
 
 class NotStandaloneCapture(Exception):
@@ -218,9 +221,9 @@ def _launch(call: ast.Call, kernel: _Kernel, info: dict[str, Any], lines: list[s
 
 
 def _wrapper(
-    tree: ast.Module, code: str, kernels: dict[str, _Kernel], capture: dict[str, Any]
+    tree: ast.Module, code: str, kernels: dict[str, _Kernel], capture: dict[str, Any], call_name: str = CALL
 ) -> tuple[str, list[str]]:
-    """(``def _call_compiled(args): ...``, the top-level statements it needs copied)."""
+    """(``def <call_name>(args): ...``, the top-level statements it needs copied)."""
     lines = code.splitlines()
     fn = _call_function(tree)
     body = fn.body
@@ -287,7 +290,7 @@ def _wrapper(
                 f"line {n.lineno}: Inductor's call uses {name}, which has no standalone form"
             )
 
-    out = [f"def {CALL}(args):"]
+    out = [f"def {call_name}(args):"]
     first = body[0].lineno
     last = fn.end_lineno or body[-1].end_lineno or first
     i = first
@@ -393,22 +396,101 @@ def _checks(capture: dict[str, Any]) -> list[str]:
     return lines
 
 
-def _forward(capture: dict[str, Any], signature: str, returns: str) -> str:
+def _static_test(static: dict[str, Any]) -> tuple[str, list[str]]:
+    """(the condition under which the static graph applies: every tensor it takes has the size it
+    was compiled for, its inputs in the order it takes them)."""
+    exprs = _graph_inputs(static["placeholders"])
+    tests = []
+    for expr, p in zip(exprs, static["placeholders"], strict=True):
+        dims = p.get("shape", [])
+        if not all(str(d).isdigit() for d in dims):
+            raise NotStandaloneCapture(f"the static graph's input {p['name']} has a symbolic size")
+        size = ", ".join(str(d) for d in dims) + ("," if len(dims) == 1 else "")
+        tests.append(f"{expr}.shape == ({size})")
+    return " and ".join(tests) or "True", exprs
+
+
+def _forward(
+    capture: dict[str, Any], signature: str, returns: str, static: dict[str, Any] | None = None
+) -> str:
     if capture.get("unplain_arguments"):
         raise NotStandaloneCapture(
             f"forward's argument {capture['unplain_arguments'][0]} is compiled in as an object"
         )
     exprs = _graph_inputs(capture["placeholders"])
     kind = capture["outputs"]["kind"]
-    body = [
-        *_checks(capture),
+    call = [
         "# Sizes, parameters and inputs, in the order the compiled graph takes them.",
         f"outputs = {CALL}([{', '.join(exprs)}])",
+    ]
+    if static is not None:
+        test, static_exprs = _static_test(static)
+        call = [
+            "# At the sizes it was compiled and tuned for, the static graph; at any other, the generic one.",
+            f"if {test}:",
+            f"    outputs = {STATIC_CALL}([{', '.join(static_exprs)}])",
+            "else:",
+            *("    " + line for line in call),
+        ]
+    body = [
+        *_checks(capture),
+        *call,
         {"tensor": "return outputs[0]", "tuple": "return tuple(outputs)", "list": "return list(outputs)"}[
             kind
         ],
     ]
     return f"def forward({signature}){returns}:\n" + textwrap.indent("\n".join(body), "    ")
+
+
+# ---------------------------------------------------------------------------
+# The graph for the example's sizes
+
+
+@dataclass
+class _Static:
+    capture: dict[str, Any]  # the static capture, its kernels renamed
+    kernels: dict[str, _Kernel]
+    wrapper: str
+    copied: list[str]
+
+
+def _renamed(static: dict[str, Any]) -> dict[str, Any]:
+    """The static capture with each kernel's name suffixed, so both graphs' kernels can live in one
+    module (Inductor numbers each compile's kernels from 0: both graphs have a ..._0)."""
+    names = list(static.get("kernels", {}))
+    if not names:
+        return static
+    pattern = re.compile(r"\b(" + "|".join(re.escape(n) for n in names) + r")\b")
+    code = pattern.sub(lambda m: m.group(1) + STATIC_SUFFIX, static["code"])
+    kernels = {n + STATIC_SUFFIX: info for n, info in static["kernels"].items()}
+    return {**static, "code": code, "kernels": kernels}
+
+
+def _static_part(capture: dict[str, Any], generic: dict[str, _Kernel]) -> _Static | str:
+    """The static graph, standalone, or why there is none (then the generic graph serves every
+    size: the static one is an optimisation, never needed)."""
+    raw = capture.get("static")
+    if raw is None:
+        return "not captured"
+    if not raw.get("ok"):
+        return str(raw.get("reason") or "its compile failed")
+    static = {**_renamed(raw), "outputs": capture["outputs"]}
+    try:
+        tree = pyast.parse(static["code"])
+        kernels = _kernels(tree)
+        defined = {n for k in generic.values() for n in _functions(k.source)}
+        clash = defined & {n for k in kernels.values() for n in _functions(k.source)}
+        if clash:
+            raise NotStandaloneCapture(f"both graphs define {sorted(clash)[0]}")
+        wrapper, copied = _wrapper(tree, static["code"], kernels, static, STATIC_CALL)
+        _static_test(static)
+    except (NotStandaloneCapture, SyntaxError) as exc:
+        return f"cannot make it standalone: {exc}"
+    return _Static(static, kernels, wrapper, copied)
+
+
+def _functions(source: str) -> list[str]:
+    return [n.name for n in pyast.parse(source).body if isinstance(n, ast.FunctionDef)]
 
 
 # ---------------------------------------------------------------------------
@@ -420,6 +502,13 @@ _HEADER = ("import torch", "import triton", "import triton.language as tl")
 
 def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[str]]:
     """(standalone source, normalize's rewrites) for a capture; raises NotStandaloneCapture."""
+    source, rewrites, _ = render(problem, capture)
+    return source, rewrites
+
+
+def render(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[str], str]:
+    """(standalone source, normalize's rewrites, what became of the static graph) for a capture;
+    raises NotStandaloneCapture."""
     code = capture["code"]
     tree = pyast.parse(code)
     kernels = _kernels(tree)
@@ -428,31 +517,63 @@ def render_module(problem: Problem, capture: dict[str, Any]) -> tuple[str, list[
         parts = class_parts(problem.source, problem.class_name)
     except NotStandalone as exc:
         raise NotStandaloneCapture(str(exc)) from None
+    generic = (kernels, wrapper, copied)
+    part = _static_part(capture, kernels)
+    if isinstance(part, _Static):
+        norm = _assemble(problem, capture, parts, generic, part)
+        if not norm.rejected:
+            return norm.source, norm.rewrites, f"used at {_shapes(capture)}: {', '.join(part.kernels)}"
+        part = f"cannot make it standalone: {norm.rejected}"
+    norm = _assemble(problem, capture, parts, generic, None)
+    if norm.rejected:
+        raise NotStandaloneCapture(f"cannot make Inductor's output standalone: {norm.rejected}")
+    return norm.source, norm.rewrites, f"not used: {part}"
+
+
+def _shapes(capture: dict[str, Any]) -> str:
+    return ", ".join(str(s) for s in capture.get("example_shapes", []))
+
+
+def _assemble(
+    problem: Problem,
+    capture: dict[str, Any],
+    parts: ClassParts,
+    generic: tuple[dict[str, _Kernel], str, list[str]],
+    static: _Static | None,
+) -> Normalized:
+    """The module's source, normalized: the generic graph, and the static one where given."""
+    kernels, wrapper, copied = generic
     context = [c for c in parts.context if c not in _HEADER]
-    shapes = ", ".join(str(s) for s in capture.get("example_shapes", []))
-    names = ", ".join(kernels)
+    shapes = _shapes(capture)
+    gpu = capture.get("device_name", "the GPU")
     doc = textwrap.fill(
         f"{problem.class_name} as compiled by TorchInductor (torch {capture.get('torch', '?')}, "
-        f"dynamic shapes) into {len(kernels)} Triton kernel(s): {names}.",
+        f"dynamic shapes) into {len(kernels)} Triton kernel(s): {', '.join(kernels)}.",
         width=100,
     )
     doc += "\n\n" + textwrap.fill(
-        f"Launch settings are those Inductor's autotuner chose on {capture.get('device_name', 'the GPU')} "
+        f"Launch settings are those Inductor's autotuner chose on {gpu} "
         f"for inputs of shape {shapes}; grids follow the sizes at call time.",
         width=100,
     )
+    if static is not None:
+        doc += "\n\n" + textwrap.fill(
+            f"For inputs of shape {shapes} exactly, forward takes the graph compiled for those sizes "
+            f"({', '.join(static.kernels)}), its launch settings tuned on {gpu} by coordinate descent.",
+            width=100,
+        )
+        copied = [*copied, *(c for c in static.copied if c not in copied)]
     blocks = [f'"""{doc}\n"""\n\n' + "\n".join([*_HEADER, *copied, *context]) + "\n"]
     blocks += [k.source.rstrip() + "\n" for k in kernels.values()]
     blocks.append(wrapper.rstrip() + "\n")
-    forward = _forward(capture, parts.signature, parts.returns)
+    if static is not None:
+        blocks += [k.source.rstrip() + "\n" for k in static.kernels.values()]
+        blocks.append(static.wrapper.rstrip() + "\n")
+    forward = _forward(capture, parts.signature, parts.returns, static.capture if static else None)
     members = [*parts.members, forward]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
-    source = "\n\n".join(blocks)
-    norm = normalize(source, problem.class_name)
-    if norm.rejected:
-        raise NotStandaloneCapture(f"cannot make Inductor's output standalone: {norm.rejected}")
-    return norm.source, norm.rewrites
+    return normalize("\n\n".join(blocks), problem.class_name)
 
 
 # ---------------------------------------------------------------------------
@@ -499,15 +620,19 @@ class InductorGenerator:
 def candidate(problem: Problem, capture: dict[str, Any]) -> Candidate:
     """The candidate for a capture (from the sandbox, or a fixture); raises GeneratorError."""
     try:
-        source, rewrites = render_module(problem, capture)
+        source, rewrites, static = render(problem, capture)
     except (NotStandaloneCapture, SyntaxError) as exc:
         raise GeneratorDeclined(f"inductor: {exc}") from None
     kernels = {name: info["config"] for name, info in capture["kernels"].items()}
+    if static.startswith("used"):
+        raw = capture["static"]["kernels"]
+        kernels |= {name + STATIC_SUFFIX: info["config"] for name, info in raw.items()}
     provenance = {
         "kernels": list(kernels),
         "launch_configs": json.loads(json.dumps(kernels)),
         "compiled_with": f"torch {capture.get('torch')}, triton {capture.get('triton')}",
         "rewrites": rewrites,
+        "static_graph": static,
     }
     # Not "inductor": a candidate named like its generator reads as that generator's error row.
     return Candidate("compiled", "inductor", source, provenance)

@@ -244,6 +244,33 @@ def test_declines_a_wrapper_helper_without_standalone_form():
 
 
 # ---------------------------------------------------------------------------
+# The graph for the example's sizes: an optimisation, never needed
+
+
+def test_a_failed_static_compile_leaves_the_generic_graph_for_every_size():
+    capture = _capture("RMSNorm") | {"static": {"ok": False, "reason": "torch.compile failed: boom"}}
+    cand = candidate(_problem("RMSNorm"), capture)
+    assert cand.provenance["static_graph"] == "not used: torch.compile failed: boom"
+    assert "_call_static" not in cand.source
+    assert "outputs = _call_compiled([x.size(0), x.size(1), x, self.weight])" in cand.source
+
+
+def test_a_static_graph_with_symbolic_sizes_is_not_used():
+    capture = _capture("RMSNorm")
+    static = copy.deepcopy({k: capture[k] for k in ("code", "placeholders", "kernels")}) | {"ok": True}
+    cand = candidate(_problem("RMSNorm"), capture | {"static": static})
+    assert cand.provenance["static_graph"].startswith("not used: cannot make it standalone: ")
+    assert "symbolic size" in cand.provenance["static_graph"]
+    assert "_static" not in cand.source
+    assert list(cand.provenance["launch_configs"]) == list(capture["kernels"])
+
+
+def test_a_capture_without_a_static_graph_says_so():
+    cand = candidate(_problem("Softmax"), {k: v for k, v in _capture("Softmax").items() if k != "static"})
+    assert cand.provenance["static_graph"] == "not used: not captured"
+
+
+# ---------------------------------------------------------------------------
 # Without CUDA
 
 
