@@ -1,9 +1,10 @@
 """The inductor generator: Inductor's Triton made standalone, checked by the real engine.
 
 Inductor emits Triton only on a CUDA GPU, so its output for each class of
-tests/problems/inductor.py was captured once on an H200 (torch 2.11, triton
-3.6; ``tests/fixtures/inductor/capture.py`` regenerates them) and the
-transform is tested here against those captures: each rendered module goes
+tests/problems/inductor.py was captured on a GPU (torch 2.11, triton 3.6;
+``tests/fixtures/README.md`` says which; ``tests/fixtures/inductor/capture.py``
+regenerates them) and the transform is tested here against those captures,
+the generic graph and the one for the example's sizes: each rendered module goes
 through ``runners.pipeline.kernelize`` on the CPU (Triton interpreter), so it
 is built, compared with a float64 reference on three seeds and on other
 shapes, and screened like any other candidate. Without CUDA the generator
@@ -100,7 +101,9 @@ def test_captured_output_becomes_a_correct_standalone_module(reports, name):
     kept, note = KEPT.get(name, ([], None))
     assert cand.torch_ops_kept == kept
     if note:
-        assert note in cand.notes
+        # Once in each graph where both are kept: the static one and the generic one.
+        copies = 2 if "static" in _capture(name) else 1
+        assert (note if copies == 1 else f"{note} (2)") in cand.notes
     assert report.best == cand.id
 
 
@@ -153,13 +156,47 @@ def test_rendered_class_keeps_the_constructor_and_feeds_the_graph(rms_norm):
     assert "if x.dtype != torch.float32:" in rms_norm
 
 
-def test_no_example_size_is_hard_coded():
+def _generic_part(source: str) -> str:
+    """The module without its docstring, the static graph's kernels and wrapper, and the line that
+    chooses between the graphs: what serves every other size."""
+    tree = ast.parse(source)
+    kept = []
+    for node in tree.body[1:]:  # the docstring first
+        if isinstance(node, ast.FunctionDef) and node.name.endswith("_static"):
+            continue  # the static graph's kernels and its wrapper, _call_static
+        kept.append(ast.unparse(node))
+    lines = "\n".join(kept).splitlines()
+    return "\n".join(line for line in lines if "_call_static" not in line and ".shape == (" not in line)
+
+
+def test_no_example_size_is_hard_coded_in_the_generic_graph():
     for name in CLASSES:
         capture = _capture(name)
         source, _ = render_module(_problem(name), capture)
+        generic = _generic_part(source)
+        assert "_static" not in generic.replace("_call_static", "")
         for shape in capture["example_shapes"]:
-            assert str(tuple(shape)) not in source
-            assert str(shape) not in source.split('"""', 2)[2]  # only the docstring names it
+            assert str(tuple(shape)) not in generic, name
+
+
+def test_the_static_graph_serves_the_example_sizes_only():
+    capture = _capture("ConvResidual")
+    cand = candidate(_problem("ConvResidual"), capture)
+    assert cand.provenance["static_graph"].startswith(
+        "used at [2, 64, 16, 16]: triton_poi_fused_convolution_0_static"
+    )
+    # Its kernels and launch settings are reported beside the generic graph's.
+    assert "triton_poi_fused_convolution_0_static" in cand.provenance["launch_configs"]
+    assert set(capture["kernels"]) <= set(cand.provenance["launch_configs"])
+    source = cand.source
+    assert (
+        "if self.conv.weight.shape == (64, 64, 3, 3) and self.conv.bias.shape == (64,) "
+        "and x.shape == (2, 64, 16, 16):"
+    ) in source
+    assert "outputs = _call_static([self.conv.weight, self.conv.bias, x])" in source
+    # With static sizes Inductor lays the convolution out channels-last (the weight converted per call).
+    assert "(576, 1, 192, 64)" in source
+    assert "For inputs of shape [2, 64, 16, 16] exactly, forward takes the graph compiled" in source
 
 
 def test_rendering_is_deterministic():
@@ -330,3 +367,19 @@ def test_live_capture_is_correct_and_timed_on_gpu(gpu_reports, name):
     assert {"eager", "compile", "candidate"} <= set(cand.timings)
     assert cand.median_ms is not None and cand.median_ms > 0
     assert cand.provenance["compiled_with"].startswith("torch ")
+
+
+def test_the_generic_graph_is_compiled_to_index_in_64_bits():
+    """Inductor's 32-bit indexing for symbolic sizes rests on a guard the standalone module does not
+    have: while the generic graph compiles, no kernel may choose it; afterwards Inductor is as it was."""
+    import sympy
+    from torch._inductor.codegen.simd import SIMDScheduling
+    from torch._inductor.codegen.triton import TritonScheduling
+
+    from runners.inductor_capture import _index_in_64_bits
+
+    original = SIMDScheduling.__dict__["can_use_32bit_indexing"]
+    with _index_in_64_bits() as patched:
+        assert patched
+        assert not TritonScheduling.can_use_32bit_indexing(sympy.Integer(1024), [])
+    assert SIMDScheduling.__dict__["can_use_32bit_indexing"] is original
