@@ -17,6 +17,7 @@ family is listed with the judge's families, or with its skipped families and why
 from __future__ import annotations
 
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -59,7 +60,11 @@ def check_chosen(
                 _record(best, Outcome("passed", CPU_MEMORY_CHECK), Outcome("skipped", above_int32.NOT_ON_CPU))
                 return
             progress(f"{problem.target}: {best.id}: memory check, then {above_int32.FAMILY}")
-            _record(best, *_run(problem, cand, settings, env, judge, family))
+            memory, offsets, seconds = _run(problem, cand, settings, env, judge, family)
+            for part, spent in seconds.items():  # where the last checks' time goes, by check
+                key = f"last checks: {part}"
+                report.phases[key] = round(report.phases.get(key, 0.0) + spent, 3)
+            _record(best, memory, offsets)
             if best.status is Status.CORRECT:
                 return
     finally:
@@ -73,8 +78,9 @@ def _run(
     env: dict[str, str],
     judge: Judge,
     family: above_int32.Family,
-) -> tuple[Outcome, Outcome | None]:
-    """(the memory check, the family above 2^31 elements unless the memory check failed)."""
+) -> tuple[Outcome, Outcome | None, dict[str, float]]:
+    """(the memory check, the family above 2^31 elements unless the memory check failed, the
+    seconds each took)."""
     with tempfile.TemporaryDirectory(prefix="kernelize-chosen-") as tmp:
         path = Path(tmp) / "candidate.py"
         path.write_text(cand.source, encoding="utf-8")
@@ -90,6 +96,7 @@ def _run(
         }
         readable = [*sandbox.problem_paths(problem.file, problem.root), str(path)]
         calls = judge.request("candidate", memcheck.LOG)  # the inputs file restored, too
+        start = time.monotonic()
         memory = memcheck.check(
             {**req, "judge": calls.to_dict()},
             [*readable, str(judge.inputs_path)],
@@ -98,9 +105,13 @@ def _run(
             settings.python,
             len(calls.calls),
         )
+        seconds = {"memory": time.monotonic() - start}
         if memory.status not in ("passed", "skipped"):
-            return memory, None
-        return memory, family.check(req, readable, uses_tf32_dot(cand.generated or cand.source))
+            return memory, None, seconds
+        start = time.monotonic()
+        offsets = family.check(req, readable, uses_tf32_dot(cand.generated or cand.source))
+        seconds["above 2^31"] = time.monotonic() - start
+        return memory, offsets, seconds
 
 
 def _record(best: CandidateResult, memory: Outcome, offsets: Outcome | None) -> None:
