@@ -69,6 +69,7 @@ LEAF_CONFIG: dict[str, tuple[str, ...]] = {
     "LogSoftmax": ("dim",),
     "LayerNorm": ("normalized_shape", "eps", "elementwise_affine"),
     "RMSNorm": ("normalized_shape", "eps", "elementwise_affine"),
+    "GroupNorm": ("num_groups", "num_channels", "eps", "affine"),
     "Dropout": ("p", "inplace"),
     "Identity": (),
 }

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -40,7 +41,8 @@ def _generate(tmp_path: Path, body: str, inputs: str, init: str = "[]") -> tuple
         + textwrap.dedent(body)
         + (f"\n\ndef get_inputs():\n    return {inputs}\n\n\ndef get_init_inputs():\n    return {init}\n")
     )
-    path = tmp_path / f"case_{next(_CASES)}.py"  # a name of its own: the import is cached by name
+    # A name of its own: the import is cached by name, and other files' tests count cases too.
+    path = tmp_path / f"case_{next(_CASES)}_{uuid.uuid4().hex[:12]}.py"
     path.write_text(text, encoding="utf-8")
     (problem,), _ = problems_for(str(path), str(tmp_path), "M")
     req = {"device": "cpu", "file": problem.file, "root": str(tmp_path), "class_name": "M", "dtype": None}
@@ -94,7 +96,8 @@ _RUN_IN_CHILD = """
 import json, sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
-import test_template_reductions as tests
+import importlib
+tests = importlib.import_module(sys.argv[4])
 kwargs = json.loads(sys.argv[3])
 getattr(tests, sys.argv[2]).__wrapped__(Path(kwargs.pop("tmp_path")), **kwargs)
 """
@@ -102,7 +105,8 @@ getattr(tests, sys.argv[2]).__wrapped__(Path(kwargs.pop("tmp_path")), **kwargs)
 
 def fresh_python(test: Callable[..., None]) -> Callable[..., None]:
     """Run the test in a fresh Python with TRITON_INTERPRET=1: Triton reads it when triton.language is
-    first imported, which another test of the session may have done without it."""
+    first imported, which another test of the session may have done without it. The test's own file
+    (this one, or another in this folder that imports it) is imported there by its name."""
 
     @functools.wraps(test)
     def run(tmp_path: Path, **kwargs: Any) -> None:
@@ -114,6 +118,7 @@ def fresh_python(test: Callable[..., None]) -> Callable[..., None]:
             here,
             test.__name__,
             json.dumps({"tmp_path": str(tmp_path), **kwargs}),
+            test.__module__.rpartition(".")[2],  # the test's file, imported by its name in the child
         ]
         env = {**os.environ, "TRITON_INTERPRET": "1"}
         done = subprocess.run(

@@ -49,7 +49,8 @@ keyed on ``n_cols``, BLOCK_SIZE holding the row); under the Triton interpreter
 settings, since timing configs there means nothing. The generated module reads
 no environment variables: the static screen forbids it. A sum or mean over the
 first dimension of a 2-D input (``x.sum(dim=0)``) goes to ``columns.py``: one
-program per block of columns, walking down the rows. Other reductions over other
+program per block of columns, walking down the rows; a masked mean over dim 1 of a ``[B, S, H]``
+input (``sum(x * mask, 1) / clamp(mask.sum(1), min=eps)``) to ``pooling.py``. Other reductions over other
 dimensions, views and reshapes, and per-row tensors other than reductions are
 future work. A graph with matrix products (``nn.Linear``, ``F.linear``, ``x @ W``)
 goes to ``products.py``: one tiled GEMM kernel per product, the
@@ -93,6 +94,7 @@ The package, in the order a module goes through it:
 - ``products.py``: matrix products, several kernels in sequence;
 - ``tables.py``: tables larger than their inputs (RoPE's cos and sin);
 - ``columns.py``: a sum or mean over the first dimension of a 2-D input (``x.sum(dim=0)``);
+- ``pooling.py``: a masked mean over dim 1 of a ``[B, S, H]`` input (sentence-transformers' pooling);
 - here: the module's source put together, and ``TemplateGenerator``, which traces the module and
   picks the kind of kernel.
 """
@@ -104,7 +106,7 @@ from typing import Any
 
 from runners import sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.generators.template import columns, products, tables
+from runners.generators.template import columns, pooling, products, tables
 from runners.generators.template.backward import Backward, render_backward, render_function
 from runners.generators.template.emit import (
     CUSTOM_OP,
@@ -146,6 +148,9 @@ def render_module_with_backward(
         raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
     if columns.applies(trace):  # a sum over the first dimension: one program per block of columns
         source, name, grad_name = columns.render_module(problem, trace, backward)
+        return source, name, Kernel([], ""), grad_name
+    if pooling.applies(trace):  # a masked mean over dim 1 of a [B, S, H] input
+        source, name, grad_name = pooling.render_module(problem, trace, backward)
         return source, name, Kernel([], ""), grad_name
     parts = class_parts(problem.source, problem.class_name)
     kernel = Builder(trace).build()
@@ -191,6 +196,7 @@ def render_module_with_backward(
 class TemplateGenerator:
     name = "template"
     samples = False
+    runs_beside_reference = True  # its trace runs on the CPU (the meta device first), never the GPU
 
     def generate(self, problem: Problem, n: int) -> list[Candidate]:
         if problem.build is None:
@@ -214,6 +220,8 @@ class TemplateGenerator:
             return [tables.candidate(problem, res.payload, self.name)]
         if columns.applies(res.payload):  # a sum over the first dimension: one program per block of columns
             return [columns.candidate(problem, res.payload, self.name)]
+        if pooling.applies(res.payload):  # a masked mean over dim 1 of a [B, S, H] input
+            return [pooling.candidate(problem, res.payload, self.name)]
         try:
             source, kernel, built, backward = render_module_with_backward(problem, res.payload)
         except (Unsupported, NotStandalone) as exc:

@@ -28,12 +28,13 @@ from runners.generators.template.emit import (
     op_name,
     op_source,
     return_lines,
+    row_width,
     scalar_args,
     split_lines,
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Reduce
-from runners.generators.template.ops import CHANNEL, COL, FULL, Unsupported
+from runners.generators.template.ops import CHANNEL, COL, FULL, ROW, Unsupported
 
 _ROW_BACKWARD_LAUNCH = '''
 def _bwd_launch_config(n_rows, n_cols, device):
@@ -110,7 +111,8 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
     leaves = {load.var for load in kernel.loads}
     constant = {load.var for load in kernel.loads if load.is_bool or load.no_grad}
     seed = "d_out"  # reserved: no value of the graph takes it
-    vectors = leaves | {"offsets", "cols", "mask"} | ({seed} if out.kind == FULL else set())
+    per_row = {load.var for load in kernel.loads if load.kind == ROW}  # one value per row: not lanes
+    vectors = (leaves - per_row) | {"offsets", "cols", "mask"} | ({seed} if out.kind == FULL else set())
     try:
         adjoint_lines, adjoint = autodiff.adjoints(body, out.name, seed, leaves, vectors, constant, fresh)
     except autodiff.NoDerivative as exc:
@@ -175,7 +177,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
             "    for row_index in range(pid, n_rows, n_programs):",
             "        row = tl.cast(row_index, tl.int64)",
             "        offsets = row * n_cols + cols",
-            *(f"        {line}" for line in [*split_lines(kernel, "row"), *inner]),
+            *(f"        {line}" for line in [*channel_lines(kernel), *split_lines(kernel, "row"), *inner]),
             *(f"    tl.store({ptr} + pid * n_cols + cols, {total}, mask=mask)" for total, ptr in sums),
         ]
         launch = _ROW_BACKWARD_LAUNCH
@@ -284,11 +286,14 @@ def _backward_op(
     buffers: dict[str, str] = {}  # pointer -> its gradient buffer
     has_cols = any(load.kind == COL for load in kernel.loads)
     if kernel.rows:
-        lines.append(f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else ""))
+        lines.append(f"    {n_cols} = {row_width(kernel, main)}")
         for ptr, load in by_pointer.items():
             arg = load.source
-            if load.kind == COL:
+            if load.kind in (COL, CHANNEL):
                 lines.append(f"    {arg} = {arg}.contiguous()")
+                passed[ptr] = arg
+            elif load.kind == ROW:
+                lines.append(f"    {arg} = {arg}.reshape(-1).contiguous()")
                 passed[ptr] = arg
             else:
                 passed[ptr] = fresh_local(f"{arg}_2d", taken)
@@ -303,7 +308,7 @@ def _backward_op(
             f"    {programs}, {config} = _bwd_launch_config({n_rows}, {n_cols}, {main}.device)",
         ]
         grid = f"({programs},)"
-        sizes = [n_rows, n_cols]
+        sizes = [n_rows, n_cols, *(channel_values(main) if channel_sizes(kernel) else [])]
     else:
         for ptr, load in by_pointer.items():
             if load.source not in passed.values():

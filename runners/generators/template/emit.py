@@ -106,7 +106,18 @@ def _launch_config(n_rows, n_cols, on_cuda):
 '''
 
 
-_NAMED = ("mse_loss", "l1_loss", "kl_div", "layer_norm", "rms_norm", "softmax", "log_softmax", "logsumexp")
+_NAMED = (
+    "mse_loss",
+    "l1_loss",
+    "kl_div",
+    "layer_norm",
+    "rms_norm",
+    "group_norm",
+    "cross_entropy",
+    "softmax",
+    "log_softmax",
+    "logsumexp",
+)
 _REDUCTIONS = ("sum", "mean", "mean_square", "amax", "amin", "max", "min", "var", "std")
 
 
@@ -161,6 +172,10 @@ def load_and_compute(kernel: Kernel) -> list[str]:
     lines = []
     others, plain = _masked(kernel)
     for load in kernel.loads:
+        if load.kind == ROW:  # one value per row (a class index), unmasked
+            cast = "" if load.integer else ".to(tl.float32)"
+            lines.append(f"{load.var} = tl.load({load.ptr} + row){cast}")
+            continue
         where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
         if load.half is not None:
             where = "split_offsets + n_cols" if load.half else "split_offsets"
@@ -199,6 +214,7 @@ def render_kernel(kernel: Kernel, name: str) -> str:
             "    cols = tl.arange(0, BLOCK_SIZE)",
             "    mask = cols < n_cols",
             "    offsets = row * n_cols + cols",
+            *(f"    {line}" for line in channel_lines(kernel)),
         ]
     else:
         lines += [
@@ -236,6 +252,14 @@ def channel_lines(kernel: Kernel) -> list[str]:
 def channel_values(main: str) -> list[str]:
     """forward's values of ``channel_sizes`` for the input ``main`` (contiguous by then)."""
     return [f"{main}.shape[1]", f"{main}.numel() // max(1, {main}.shape[0] * {main}.shape[1])"]
+
+
+def row_width(kernel: Kernel, main: str) -> str:
+    """forward's expression of ``n_cols`` for a row kernel: the last dimension (half of it for a split
+    input), or for group norm what one (sample, group) holds."""
+    if kernel.groups:
+        return f"{main}.numel() // max(1, {main}.shape[0] * {kernel.groups})"
+    return f"{main}.shape[-1]" + (" // 2" if kernel.split else "")
 
 
 def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -> str:
@@ -323,6 +347,7 @@ def forward_op(kernel: Kernel, forward_name: str, launcher: str = "_launch_confi
         scalars=[(arg, numbers[arg]) for arg, _ in kernel.scalars],
         output=dataclasses.replace(out, dtype=tuple(dtypes.get(a, a) for a in out.dtype)),
         guards=[],
+        groups=numbers.get(kernel.groups, kernel.groups),
     )
     prep, launch, result = _launch_body(inner, forward_name, set(taken), launcher)
     params = [(a, "torch.Tensor") for a in tensors.values()]
@@ -431,14 +456,17 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
     main, out = kernel.main, kernel.output
     assert out is not None
     n_cols, n_rows, o = local["n_cols"], local["n_rows"], local["out"]
-    lines = [f"    {n_cols} = {main}.shape[-1]" + (" // 2" if kernel.split else "")]
+    lines = [f"    {n_cols} = {row_width(kernel, main)}"]
     flat: dict[str, str] = {}
 
     def tensor(load: Load) -> str:
         if load.placeholder is None:
             return load.source
-        if load.kind == COL:
+        if load.kind in (COL, CHANNEL):
             lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+            return load.placeholder
+        if load.kind == ROW:
+            lines.append(f"    {load.placeholder} = {load.placeholder}.reshape(-1).contiguous()")
             return load.placeholder
         if load.placeholder not in flat:
             flat[load.placeholder] = fresh_local(f"{load.placeholder}_2d", taken)
@@ -457,7 +485,8 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
     )
     full = f"(*{main}.shape[:-1], {n_cols})" if kernel.split else f"{main}.shape"
     back = {FULL: full, ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
-    return _Launch(lines, [*tensors, o], [n_cols], f"{n_rows}, {n_cols}", f"{o}.reshape({back[out.kind]})")
+    sizes = [n_cols, *(channel_values(main) if channel_sizes(kernel) else [])]
+    return _Launch(lines, [*tensors, o], sizes, f"{n_rows}, {n_cols}", f"{o}.reshape({back[out.kind]})")
 
 
 def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Launch:

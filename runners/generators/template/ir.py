@@ -32,13 +32,14 @@ class Value:
 @dataclass
 class Load:
     var: str  # kernel variable (the pointer argument is ``{var}_ptr``)
-    kind: str  # FULL, COL or CHANNEL
+    kind: str  # FULL, COL, CHANNEL, or ROW (one value per row, row kernels only)
     source: str  # forward expression of the tensor
     is_bool: bool
     placeholder: str | None = None  # the forward argument it comes from, if any
     half: int | None = None  # for a SPLIT input: which half of its last dimension (0 or 1)
     pointer: str = ""  # the pointer argument, when not ``{var}_ptr`` (both halves read one input)
     no_grad: bool = False  # a tensor no gradient is written for (batch norm's running statistics)
+    integer: bool = False  # integers, loaded as they are (cross_entropy's class indices)
 
     @property
     def ptr(self) -> str:
@@ -69,6 +70,10 @@ class Kernel:
     # up and scaled (``{r}.sum() / x.numel()``) for a loss over every element; "" to return it as it is
     epilogue: str = ""
     names: set[str] = field(default_factory=set)  # every kernel name taken (the backward's are fresh)
+    # group norm's rows: the number of groups of dimension 1 (a kernel argument or a literal), each
+    # (sample, group) one row of ``main.numel() // (main.shape[0] * groups)`` elements; "" for rows of
+    # the last dimension
+    groups: str = ""
 
     @property
     def rows(self) -> bool:

@@ -35,6 +35,8 @@ from runners.generators.template.ops import (
     FLOAT_DTYPES,
     FULL,
     HALVES,
+    INDEX,
+    INT_DTYPES,
     OTHER,
     PAIR,
     POW,
@@ -76,6 +78,7 @@ class Builder:
         self.node: dict[str, Any] = {}
         self.label = ""
         self.squares: set[str] = set()  # kernel variables holding v * v
+        self.grouping = False  # while group_norm writes its reductions (over a group, not a row)
         self.halves: dict[int, Value] = {}  # the halves of the SPLIT input read so far
         self.live = self._live()
         tensors = [
@@ -122,7 +125,9 @@ class Builder:
             "layer_norm": self._layer_norm,
             "batch_norm": self._batch_norm,
             "rms_norm": self._rms_norm,
+            "group_norm": self._group_norm,
             **dict.fromkeys(("mse_loss", "l1_loss", "kl_div"), self._loss),
+            "cross_entropy": self._cross_entropy,
             "getitem": self.getitem,
             "getattr": self.getattr,
             "chunk": self._chunk,
@@ -242,6 +247,8 @@ class Builder:
     def tensor_source(self, var: str, meta: dict[str, Any], source: str, role: str) -> Value:
         shape, dtype = list(meta.get("shape", [])), meta.get("dtype", "")
         is_bool = dtype == "bool"
+        if dtype in INT_DTYPES and role == "input":  # loaded only by an op that takes integers
+            return Value(var, INDEX, (f"{source}.dtype",), shape=shape, source=source, example=dtype)
         if not is_bool and dtype not in FLOAT_DTYPES:
             raise Unsupported(f"{role} {source} is a {dtype or 'non-tensor'} value; only floating tensors")
         if role == "constant":
@@ -277,6 +284,11 @@ class Builder:
                 raise self.fail(
                     f"unsupported use of {value.source} whole: the kernel reads it as the two halves "
                     "of its last dimension"
+                )
+            if value.kind == INDEX:
+                raise self.fail(
+                    f"input {value.source} is a {value.example} integer tensor: "
+                    "only class indices of cross_entropy"
                 )
             if value.kind in (DTYPE, PAIR, HALVES, SHAPE, SIZE):
                 raise self.fail(f"unsupported {what} {arg['node']}")
@@ -358,6 +370,8 @@ class Builder:
         return name
 
     def reduce(self, base: str, op: str, operand: str, template: str = "{r}") -> str:
+        if self.kernel.groups and not self.grouping:
+            raise self.fail("unsupported reduction in a kernel with group_norm: its rows are the groups")
         name = self.fresh(base)
         self.kernel.body.append(Reduce(name, op, operand, template))
         return name
@@ -661,6 +675,59 @@ class Builder:
         if reduction not in divisors:
             raise self.fail(f"unsupported {op} reduction {reduction!r}")
         return self.total(elementwise, None if divisors[reduction] == "1" else divisors[reduction])
+
+    def _cross_entropy(self, op: str, bound: dict[str, Any]) -> Value:
+        """``F.cross_entropy(logits, targets)`` of ``[batch, classes]`` logits and int64 class indices:
+        each row's ``logsumexp(x) - x[target]`` (0 where the target is ``ignore_index``), its target
+        read once per row and picked by comparing it with the column index; with a reduction, the
+        rows' losses added up in forward (a mean divides by the targets not ignored, as torch's)."""
+        for unsupported in ("weight", "size_average", "reduce"):
+            if bound.get(unsupported) is not None:
+                raise self.fail(f"unsupported {op} with {unsupported}=")
+        smoothing = self.constant(bound.get("label_smoothing", 0.0), "label_smoothing")
+        if smoothing != 0.0:
+            raise self.fail(f"unsupported {op} with label_smoothing={smoothing!r}")
+        x = self.row_operand(bound["input"], op)
+        s, main = self.kernel.shape, self.kernel.main
+        if len(s) != 2:
+            raise self.fail(f"unsupported {op} of a {len(s)}-D input: only [batch, classes] logits")
+        arg = bound["target"]
+        target = self.values.get(arg["node"]) if isinstance(arg, dict) and "node" in arg else None
+        if target is None or target.kind != INDEX:
+            raise self.fail(f"unsupported {op} with class probabilities: only int64 class indices")
+        if target.shape != s[:-1] or target.dtype != (f"{target.source}.dtype",) or target.source is None:
+            raise self.fail(f"unsupported {op} target of shape {target.shape}")
+        ignore = self.constant(bound.get("ignore_index", -100), "ignore_index")
+        reduction = self.constant(bound.get("reduction", "mean"), "reduction")
+        if type(ignore) is not int or reduction not in ("mean", "sum", "none"):
+            raise self.fail(f"unsupported {op} with ignore_index={ignore!r}, reduction={reduction!r}")
+        source = target.source
+        guards = [
+            (f"{main}.dim() != 2", f"the kernel takes {op} of [batch, classes] logits only"),
+            (
+                f"{source}.is_floating_point() or {source}.dim() != 1",
+                f"the kernel takes {op} of class indices only",
+            ),
+        ]
+        self.kernel.guards += [g for g in guards if g not in self.kernel.guards]
+        var = self.fresh(target.name, pointer=True)
+        self.kernel.loads.append(Load(var, ROW, source, False, source, no_grad=True, integer=True))
+        name = self.node["name"]
+        row_max = self.reduce(f"{name}_max", "max", x.name)
+        shift = self.assign(f"{name}_shift", f'tl.where(tl.abs({row_max}) == float("inf"), 0.0, {row_max})')
+        total = self.reduce(f"{name}_sum", "sum", f"tl.exp({x.name} - {shift})")
+        lse = self.assign(f"{name}_logsumexp", f"{shift} + tl.log({total})")
+        picked = self.reduce(f"{name}_picked", "sum", f"tl.where(cols == {var}, {x.name}, 0.0)")
+        loss = self.assign(name, f"tl.where({var} != {_literal(ignore)}, {lse} - {picked}, 0.0)")
+        self.tag(op)
+        if reduction == "none":
+            return self.check_shape(Value(loss, ROW_FLAT, x.dtype))
+        if self.node.get("shape") != []:
+            raise self.fail(f"unsupported reduction to shape {self.node.get('shape')}")
+        if any(v.kind == TOTAL for v in self.values.values()):
+            raise self.fail("unsupported second sum over every element")
+        divisor = f" / ({source} != {_literal(ignore)}).sum()" if reduction == "mean" else ""
+        return Value(loss, TOTAL, x.dtype, source="{r}.sum()" + divisor)
 
     def total(self, value: Value, divisor: str | None) -> Value:
         """The sum of ``value`` over every element (divided by ``divisor``, a forward expression):
@@ -1004,6 +1071,90 @@ class Builder:
         self.tag(op)
         return self.check_shape(Value(out, FULL, promote(parts)))
 
+    def _group_norm(self, op: str, bound: dict[str, Any]) -> Value:
+        """``nn.GroupNorm`` and ``F.group_norm``: each (sample, group) of an ``[N, C, *]`` input is one
+        row, ``C / G`` channels of contiguous elements, normalized by its own mean and biased
+        variance; then the per-channel affine weights, vectors over dimension 1. The number of groups
+        and eps are read at call time; forward refuses a channel count the groups do not divide."""
+        if self.kernel.rows:
+            raise self.fail("unsupported group_norm after a reduction over the last dimension")
+        if self.kernel.split:
+            raise self.fail("unsupported group_norm of one half of an input")
+        x = self.row_operand(bound["input"], op)
+        s, main = self.kernel.shape, self.kernel.main
+        if len(s) < 2:
+            raise self.fail(f"unsupported group_norm of shape {s}")
+        groups_arg = bound["num_groups"]
+        if isinstance(groups_arg, dict) and "attr" in groups_arg:
+            groups = self._attribute(groups_arg["attr"], groups_arg["value"]).name
+        elif type(groups_arg) is int and groups_arg > 0:
+            groups = repr(groups_arg)
+        else:
+            raise self.fail(f"unsupported num_groups {groups_arg!r}")
+        self.kernel.groups = groups
+        number = self.number(Value(groups, SCALAR))
+        guards = [
+            (f"{main}.dim() < 2", "group_norm takes inputs of at least 2 dimensions"),
+            (
+                f"{main}.shape[1] % ({number}) != 0",
+                "group_norm needs the number of channels divisible by the number of groups",
+            ),
+        ]
+        affine = {key: self._channel_vector(bound.get(key), key) for key in ("weight", "bias")}
+        if self.node["op"] == "call_module":
+            owner = self.node["target"]
+            if affine["weight"] is None:
+                check = f"{on_self(owner + '.weight')} is not None"
+                guards.append((check, f"the kernel is specialised to {owner} without affine weights"))
+            else:
+                check = f"{on_self(owner + '.weight')} is None"
+                guards.append((check, f"the kernel is specialised to an affine {owner}"))
+        self.kernel.guards += [g for g in guards if g not in self.kernel.guards]
+        eps = self.operand(bound.get("eps", 1e-5), "eps").name
+        name = self.node["name"]
+        self.grouping = True
+        _, centered = self._centered(name, x)
+        var = self.reduce(f"{name}_var", "sum", f"{centered} * {centered}", "{r} / n_cols")
+        self.grouping = False
+        rstd = self.assign(f"{name}_rstd", f"tl.rsqrt({var} + {eps})")
+        expr = f"{centered} * {rstd}"
+        if affine["weight"] is not None:
+            expr = f"{expr} * {affine['weight']}"
+        if affine["bias"] is not None:
+            expr = f"{expr} + {affine['bias']}"
+        self.tag(op)
+        return self.check_shape(Value(self.assign(name, expr), FULL, x.dtype))
+
+    def _channel_vector(self, arg: Any, key: str) -> str | None:
+        """A vector over dimension 1 (group norm's weight or bias) loaded per element's channel: the
+        kernel variable, or None where there is none."""
+        if arg is None:
+            return None
+        channels = self.kernel.shape[1]
+        if isinstance(arg, dict) and "param" in arg:
+            spec = arg["param"]
+            if spec.get("shape") != [channels] or spec.get("dtype") not in FLOAT_DTYPES:
+                raise self.fail(f"unsupported {key} of shape {spec.get('shape')}")
+            var = self.fresh(spec["target"], pointer=True)
+            self.kernel.loads.append(Load(var, CHANNEL, on_self(spec["target"]), False))
+            return var
+        value = self.values.get(arg["node"]) if isinstance(arg, dict) and "node" in arg else None
+        if value is None or value.shape != [channels] or value.source is None or value.is_bool:
+            raise self.fail(f"unsupported {key} {arg!r}: only a vector over the channels")
+        load = next((x for x in self.kernel.loads if x.var == value.name), None)
+        readers = [n for n in self.nodes if arg["node"] in node_refs([n.get("args"), n.get("kwargs")])]
+        if load is not None and len(readers) == 1:  # read as a row vector so far: the channels instead
+            load.kind = CHANNEL
+            return load.var
+        if load is not None or value.kind != OTHER:
+            raise self.fail(f"unsupported {key} {arg['node']} read elsewhere as well")
+        placeholder = next(
+            (n["target"] for n in self.nodes if n["name"] == arg["node"] and n["op"] == "placeholder"), None
+        )
+        var = self.fresh(arg["node"], pointer=True)
+        self.kernel.loads.append(Load(var, CHANNEL, value.source, False, placeholder))
+        return var
+
     # -- the output -------------------------------------------------------------
 
     def output(self, node: dict[str, Any]) -> None:
@@ -1017,7 +1168,13 @@ class Builder:
             assert value.source is not None
             self.kernel.epilogue = f"({value.source}).to({dtype_expr(value.dtype)})"
             value = Value(value.name, ROW_FLAT, ("torch.float32",))
-        if self.kernel.rows and any(load.kind == CHANNEL for load in self.kernel.loads):
+        if self.kernel.groups and any(load.kind == COL for load in self.kernel.loads):
+            raise Unsupported("unsupported row vector in a kernel with group_norm: its rows are the groups")
+        if (
+            self.kernel.rows
+            and not self.kernel.groups
+            and any(load.kind == CHANNEL for load in self.kernel.loads)
+        ):
             raise Unsupported("unsupported batch_norm in a kernel with row reductions")
         if value.kind not in (FULL, ROW, ROW_FLAT):
             raise Unsupported(f"forward returns a {value.kind} value; only tensors of the input's shape")

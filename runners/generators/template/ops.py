@@ -22,6 +22,7 @@ SPLIT = "split"  # an input whose last dimension holds two halves (``a, b = x.ch
 HALVES = "halves"  # ``x.chunk(2, dim=-1)`` itself: its items are taken with ``[0]`` and ``[1]``
 SHAPE = "shape"  # ``x.shape`` (a forward expression)
 SIZE = "size"  # ``x.shape[-1]``, ``x.size(-1) // 2``: a number computed from a shape (a forward expression)
+INDEX = "index"  # an integer input (class indices), read only by the ops that take it as such
 TOTAL = (
     "total"  # one number over every element (a loss's mean): the kernel's per-row sums, added up in forward
 )
@@ -112,11 +113,22 @@ _spell(
     "torch.rms_norm",
     "nn.RMSNorm",
 )
+_spell(
+    "group_norm",
+    ("input", "num_groups", "weight", "bias", "eps"),
+    "torch.nn.functional.group_norm",
+    "nn.GroupNorm",
+)
 # Losses: nn.MSELoss, nn.L1Loss and nn.KLDivLoss are leaves whose reduction forward reads at call time.
 _LOSS_PARAMS = ("input", "target", "size_average", "reduce", "reduction")
 _spell("mse_loss", (*_LOSS_PARAMS, "weight"), "torch.nn.functional.mse_loss", "nn.MSELoss")
 _spell("l1_loss", _LOSS_PARAMS, "torch.nn.functional.l1_loss", "nn.L1Loss")
 _spell("kl_div", (*_LOSS_PARAMS, "log_target"), "torch.nn.functional.kl_div", "nn.KLDivLoss")
+_spell(
+    "cross_entropy",
+    ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction", "label_smoothing"),
+    "torch.nn.functional.cross_entropy",
+)
 LOSS_MODULES = ("nn.MSELoss", "nn.L1Loss", "nn.KLDivLoss")
 _BATCH_NORMS = ("nn.BatchNorm1d", "nn.BatchNorm2d", "nn.BatchNorm3d")
 _spell(
@@ -196,6 +208,7 @@ REDUCE = {
 }
 CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
 FLOAT_DTYPES = ("float32", "float16", "bfloat16")
+INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 
 
 class Unsupported(Exception):

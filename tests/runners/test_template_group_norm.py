@@ -1,0 +1,92 @@
+"""The template's group norm: each (sample, group) of an ``[N, C, *]`` input is one row, normalized by
+its own statistics, then the per-channel affine weights; and what it declines, by name.
+
+Generated as the engine does and run in a fresh Python under Triton's interpreter against PyTorch in
+float64, outputs and gradients (``test_template_reductions``' helpers).
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from runners.generators.template import Unsupported
+from tests.runners.test_template_reductions import _compare, _generate, _modules, fresh_python
+
+GROUP_NORM = """
+class M(nn.Module):
+    def __init__(self, groups, channels, affine=True):
+        super().__init__()
+        self.norm = nn.GroupNorm(groups, channels, eps=1e-6, affine=affine)
+        if affine:
+            with torch.no_grad():
+                self.norm.weight.add_(0.1 * torch.randn(channels))
+                self.norm.bias.add_(0.1 * torch.randn(channels))
+
+    def forward(self, x):
+        return self.norm(x)
+"""
+
+
+@fresh_python
+def test_group_norm_matches_torch_with_its_gradients(tmp_path):
+    source, name, backward = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
+    assert (name, backward) == ("_group_norm_fwd_kernel", "_group_norm_bwd_kernel")
+    assert "self.norm.num_groups" in source and "self.norm.eps" in source  # read at call time
+    ref, new = _modules(source, (4, 8))
+    for shape in [(2, 8, 4, 4), (3, 8, 5, 7), (1, 8, 33, 40), (5, 8), (2, 8, 3)]:
+        _compare(ref, new, torch.randn(shape) * 3 + 1)
+    ref.norm.num_groups = new.norm.num_groups = 2
+    ref.norm.eps = new.norm.eps = 0.5
+    _compare(ref, new, torch.randn(2, 8, 3, 5))
+    new.norm.num_groups = 3
+    with pytest.raises(NotImplementedError, match="channels divisible by the number of groups"):
+        new(torch.randn(2, 8, 4))
+
+
+@fresh_python
+def test_group_norm_spellings_match_torch(tmp_path):
+    source, _, _ = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 6, 5)]", "[3, 6, False]")
+    ref, new = _modules(source, (3, 6, False))
+    _compare(ref, new, torch.randn(3, 6, 7, 2))
+    body = """
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(4))
+            self.bias = nn.Parameter(0.1 * torch.randn(4))
+
+        def forward(self, x, r):
+            return F.silu(F.group_norm(x + r, 2, self.weight, self.bias) * 2.0)
+    """
+    source, name, backward = _generate(tmp_path, body, "[torch.randn(2, 4, 9), torch.randn(2, 4, 9)]")
+    assert (name, backward) == ("_add_group_norm_fwd_kernel", "_add_group_norm_bwd_kernel")
+    ref, new = _modules(source)
+    for shape in [(2, 4, 9), (3, 4, 1500), (1, 4, 3, 3)]:
+        _compare(ref, new, torch.randn(shape), torch.randn(shape))
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        (
+            "self.norm(x).softmax(dim=-1)",
+            r"unsupported reduction in a kernel with group_norm: its rows are the groups",
+        ),
+        ("self.norm(x.softmax(dim=-1))", r"unsupported group_norm after a reduction over the last dimension"),
+        ("self.norm(x) + self.row", r"unsupported row vector in a kernel with group_norm"),
+    ],
+)
+def test_what_group_norm_cannot_take_is_declined(tmp_path, expr, message):
+    body = f"""
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = nn.GroupNorm(2, 4)
+            self.row = nn.Parameter(torch.randn(6))
+
+        def forward(self, x):
+            return {expr}
+    """
+    with pytest.raises(Unsupported, match=message):
+        _generate(tmp_path, body, "[torch.randn(2, 4, 6)]")
