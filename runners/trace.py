@@ -45,6 +45,7 @@ Anything that fails (the import, the build, the trace) is ``{"ok": false,
 
 from __future__ import annotations
 
+import inspect
 import math
 import operator
 from collections.abc import Callable, Iterator
@@ -103,15 +104,21 @@ def trace(req: dict[str, Any]) -> dict[str, Any]:
 def _trace(problem: verify.BuiltModule, args: list[Any]) -> dict[str, Any]:
     module = problem.module
     try:
-        gm, reads = _symbolic_trace(module)
+        names = list(inspect.signature(module.forward).parameters)
+    except (TypeError, ValueError):
+        names = []
+    dtypes = {n: a.dtype for n, a in zip(names, args, strict=False) if isinstance(a, torch.Tensor)}
+    try:
+        gm, tracer, make = _symbolic_trace(module, dtypes)
     except Exception as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "torch.fx cannot trace forward")}
+    reads = tracer.reads
     try:
         with torch.no_grad():
             ShapeProp(gm).propagate(*args)
     except Exception as exc:
         return {"ok": False, "reason": verify.describe_exc(exc, "the traced graph does not run")}
-    refs, structural = _attribute_refs(module, gm, bool(reads))
+    refs, structural = _attribute_refs(module, gm, make)
     if structural:
         why = f"forward's structure depends on self.{structural} (another value traces another graph)"
         return {"ok": False, "reason": why}
@@ -127,6 +134,7 @@ def _trace(problem: verify.BuiltModule, args: list[Any]) -> dict[str, Any]:
         "bases": [_type_name(b) for b in cls.__bases__],
         "nodes": nodes,
         "param_reads": [{"param": k, "what": what, "value": v} for (k, what), v in reads.items()],
+        "input_reads": [{"input": k, "what": "dtype", "value": v} for k, v in tracer.input_reads.items()],
     }
 
 
@@ -186,9 +194,17 @@ class _Tracer(torch.fx.Tracer):
     a proxy (T5LayerNorm's ``if self.weight.dtype in [torch.float16, torch.bfloat16]``); every such
     read lands in ``reads``, so code built from the graph can refuse parameters unlike these."""
 
-    def __init__(self, constant_params: bool = False) -> None:
+    def __init__(
+        self,
+        constant_params: bool = False,
+        proxy_buffers: bool = False,
+        input_dtypes: dict[str, torch.dtype] | None = None,
+    ) -> None:
         super().__init__(param_shapes_constant=constant_params)
+        self.proxy_buffer_attributes = proxy_buffers
+        self.input_dtypes = input_dtypes
         self.reads: dict[tuple[str, str], Any] = {}
+        self.input_reads: dict[str, str] = {}  # forward argument -> the dtype forward read as a value
 
     def graph_module(self, module: torch.nn.Module) -> torch.fx.GraphModule:
         graph = self.trace(module)
@@ -219,21 +235,49 @@ class _Tracer(torch.fx.Tracer):
         proxy = super().create_proxy(kind, target, args, kwargs, name, type_expr, proxy_factory_fn)
         if isinstance(proxy, ParameterProxy):
             proxy.__class__ = _ParameterReads
+        elif kind == "placeholder" and self.input_dtypes is not None and target in self.input_dtypes:
+            proxy.__class__ = _InputReads
         return proxy
 
 
-def _symbolic_trace(module: torch.nn.Module) -> tuple[torch.fx.GraphModule, dict[tuple[str, str], Any]]:
-    """(the graph, the parameter reads it depends on): traced as torch.fx does first; when forward's
-    Python branches on a traced value, again with parameters' dtypes and shapes as values."""
-    try:
-        return _Tracer().graph_module(module), {}
-    except torch.fx.proxy.TraceError as first:
-        tracer = _Tracer(constant_params=True)
+class _InputReads(torch.fx.Proxy):
+    """A forward argument whose dtype passes through to forward's Python as a value
+    (``torch.finfo(scores.dtype).min``), recorded: the graph holds only for inputs of that dtype."""
+
+    tracer: _Tracer
+
+    @property
+    def dtype(self) -> torch.dtype:
+        name = str(self.node.target)
+        assert self.tracer.input_dtypes is not None
+        value = self.tracer.input_dtypes[name]
+        self.tracer.input_reads[name] = str(value)
+        return value
+
+
+def _symbolic_trace(
+    module: torch.nn.Module, dtypes: dict[str, torch.dtype]
+) -> tuple[torch.fx.GraphModule, _Tracer, Callable[[], _Tracer]]:
+    """(the graph, the tracer that traced it, a maker of tracers like it): traced as torch.fx does
+    first; when forward's Python branches on a traced value, again with parameters' dtypes and shapes
+    as values; when that fails too (a buffer sliced by an input's size, ``torch.finfo(x.dtype)``),
+    again with buffers as graph nodes and the inputs' dtypes (``dtypes``, by forward argument) as
+    values, and last with parameters' and inputs' dtypes as values."""
+    makers: list[Callable[[], _Tracer]] = [
+        _Tracer,
+        lambda: _Tracer(constant_params=True),
+        lambda: _Tracer(proxy_buffers=True, input_dtypes=dtypes),
+        lambda: _Tracer(constant_params=True, input_dtypes=dtypes),  # buffers proxied need it off
+    ]
+    first: Exception | None = None
+    for make in makers:
+        tracer = make()
         try:
-            gm = tracer.graph_module(module)
-        except Exception:
-            raise first from None
-        return gm, tracer.reads
+            return tracer.graph_module(module), tracer, make
+        except Exception as exc:
+            first = first or exc
+    assert first is not None
+    raise first
 
 
 # ---------------------------------------------------------------------------
@@ -297,14 +341,14 @@ def _other_values(value: int | float) -> tuple[int | float, int | float]:
 
 
 def _trace_with(
-    module: torch.nn.Module, owner: torch.nn.Module, name: str, value: Any, constant_params: bool
+    module: torch.nn.Module, owner: torch.nn.Module, name: str, value: Any, make: Callable[[], _Tracer]
 ) -> Any:
     """The graph traced with ``owner.name`` set to ``value`` (then restored); None if it fails."""
     own = name in vars(owner)
     before = getattr(owner, name)
     setattr(owner, name, value)
     try:
-        return _Tracer(constant_params).graph_module(module)
+        return make().graph_module(module)
     except Exception:
         return None  # the attribute is structural in a way tracing cannot follow; its value stays baked
     finally:
@@ -315,7 +359,7 @@ def _trace_with(
 
 
 def _attribute_refs(
-    module: torch.nn.Module, gm: torch.fx.GraphModule, constant_params: bool
+    module: torch.nn.Module, gm: torch.fx.GraphModule, make: Callable[[], _Tracer]
 ) -> tuple[dict[tuple[int, Path], tuple[str, str]], str | None]:
     """Numbers that come from attributes (``"attr"``) or are computed from them (``"derived"``),
     and the first attribute that changes the graph itself, if any (traced as ``gm`` was)."""
@@ -323,7 +367,7 @@ def _attribute_refs(
     refs: dict[tuple[int, Path], tuple[str, str]] = {}
     for path, owner, name, value in _numeric_attributes(module):
         for changed in _other_values(value):
-            other = _trace_with(module, owner, name, changed, constant_params)
+            other = _trace_with(module, owner, name, changed, make)
             if other is None:
                 continue
             other_shape, other_numbers = _numbers(other)

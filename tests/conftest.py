@@ -190,6 +190,7 @@ SLOW_TESTS: list[str] = [
     "tests/runners/test_template_group_norm.py::test_group_norm_spellings_match_torch",
     "tests/runners/test_template_indices.py::test_cross_entropy_reductions_match_torch",
     "tests/runners/test_template_indices.py::test_masked_mean_pooling_spellings_match_torch",
+    "tests/runners/test_template_masks.py::test_a_padding_mask_and_a_per_head_parameter_match_torch",
     # Sandboxes left to run into their time or memory limits, or to fork until stopped.
     "tests/runners/test_sandbox.py::test_timeout_kills_a_hung_target",
     "tests/runners/test_sandbox.py::test_timeout_kills_grandchildren_too",

@@ -18,6 +18,8 @@ from runners import pyast
 from runners.generators.template import autodiff
 from runners.generators.template.emit import (
     WIDTH,
+    broadcast_sizes,
+    broadcast_values,
     channel_lines,
     channel_sizes,
     channel_values,
@@ -34,7 +36,7 @@ from runners.generators.template.emit import (
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Reduce
-from runners.generators.template.ops import CHANNEL, COL, FULL, ROW, Unsupported
+from runners.generators.template.ops import BCAST, CHANNEL, COL, FULL, ROW, Unsupported
 
 _ROW_BACKWARD_LAUNCH = '''
 def _bwd_launch_config(n_rows, n_cols, device):
@@ -146,7 +148,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
     sizes = (
         ["n_rows", "n_cols"] if rows else ["n_elements", *(["n_cols"] if has_cols or kernel.split else [])]
     )
-    sizes += channel_sizes(kernel)
+    sizes += channel_sizes(kernel) + broadcast_sizes(kernel)
     params = [
         *pointers,
         "d_out_ptr",
@@ -295,6 +297,9 @@ def _backward_op(
             elif load.kind == ROW:
                 lines.append(f"    {arg} = {arg}.reshape(-1).contiguous()")
                 passed[ptr] = arg
+            elif load.kind == BCAST:
+                passed[ptr] = fresh_local(f"{arg}_expanded", taken)
+                lines.append(f"    {passed[ptr]} = {arg}.expand({main}.shape)")
             else:
                 passed[ptr] = fresh_local(f"{arg}_2d", taken)
                 width = f"2 * {n_cols}" if load.half is not None else n_cols
@@ -309,11 +314,15 @@ def _backward_op(
         ]
         grid = f"({programs},)"
         sizes = [n_rows, n_cols, *(channel_values(main) if channel_sizes(kernel) else [])]
+        sizes += broadcast_values(kernel, main, passed)
     else:
         for ptr, load in by_pointer.items():
             if load.source not in passed.values():
                 lines.append(f"    {load.source} = {load.source}.contiguous()")
             passed[ptr] = load.source
+            if load.kind == BCAST:
+                passed[ptr] = fresh_local(f"{load.source}_expanded", taken)
+                lines.append(f"    {passed[ptr]} = {load.source}.expand({main}.shape)")
         upstream = fresh_local("d_out_c", taken)
         lines += [f"    {upstream} = d_out.contiguous()", f"    {local['n_elements']} = {upstream}.numel()"]
         sizes = [local["n_elements"]]
@@ -322,6 +331,7 @@ def _backward_op(
             sizes.append(n_cols)
         if channel_sizes(kernel):
             sizes += channel_values(main)
+        sizes += broadcast_values(kernel, main, passed)
         lines.append(f"    {local['grid']}, {local['config']} = _bwd_launch_config({local['n_elements']})")
         grid = local["grid"]
     results: dict[str, list[str]] = {}
@@ -329,7 +339,10 @@ def _backward_op(
         load = by_pointer[ptr]
         arg, name = load.source, fresh_local(f"d_{load.source}", taken)
         buffers[ptr] = name
-        if grad.kind == CHANNEL:  # per element, then summed over every dimension but the channels
+        if grad.kind == BCAST:  # per element, then summed back to the tensor's own shape
+            lines.append(f"    {name} = torch.empty({main}.shape, dtype=torch.float32, device={main}.device)")
+            results.setdefault(arg, []).append(f"{name}.sum_to_size({arg}.shape).to({arg}.dtype)")
+        elif grad.kind == CHANNEL:  # per element, then summed over every dimension but the channels
             lines.append(f"    {name} = torch.empty({main}.shape, dtype=torch.float32, device={main}.device)")
             dims = f"[0, *range(2, {main}.dim())]"
             results.setdefault(arg, []).append(f"{name}.sum({dims}).to({arg}.dtype).reshape({arg}.shape)")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from runners import pyast
 from runners.generators.template.ir import Kernel, Load, Reduce, dtype_expr
-from runners.generators.template.ops import CHANNEL, COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
+from runners.generators.template.ops import BCAST, CHANNEL, COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
 
 # The imports every generated module starts with, and the helpers it holds when its code calls them.
 HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
@@ -176,7 +176,10 @@ def load_and_compute(kernel: Kernel) -> list[str]:
             cast = "" if load.integer else ".to(tl.float32)"
             lines.append(f"{load.var} = tl.load({load.ptr} + row){cast}")
             continue
-        where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
+        if load.kind == BCAST:
+            where = "(" + " + ".join(f"coord_{d} * {stride}" for d, stride in enumerate(load.strides)) + ")"
+        else:
+            where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
         if load.half is not None:
             where = "split_offsets + n_cols" if load.half else "split_offsets"
         text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
@@ -198,6 +201,7 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     size = "n_cols" if rows else "n_elements"
     has_cols = any(load.kind == COL for load in kernel.loads)
     sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else []), *channel_sizes(kernel)]
+    sizes += broadcast_sizes(kernel)
     bucket = [] if rows else ["N_BUCKET"]  # the autotuning key (n_elements' power of two), by name
     params = [
         *pointers,
@@ -243,10 +247,36 @@ def channel_sizes(kernel: Kernel) -> list[str]:
 
 
 def channel_lines(kernel: Kernel) -> list[str]:
-    """Each element's channel (unindented); none without per-channel vectors."""
-    if not channel_sizes(kernel):
+    """Each element's channel, and its coordinates where tensors broadcast against it (unindented);
+    none without either."""
+    lines = ["channels = (offsets // n_inner) % n_channels"] if channel_sizes(kernel) else []
+    if broadcast_sizes(kernel):
+        ndim = len(kernel.shape)
+        lines.append("rest = offsets")
+        for d in reversed(range(ndim)):
+            lines.append(f"coord_{d} = rest % size_{d}")
+            if d:
+                lines.append(f"rest = rest // size_{d}")
+    return lines
+
+
+def broadcast_sizes(kernel: Kernel) -> list[str]:
+    """The sizes and strides a kernel with broadcast tensors takes: each dimension of S, and each such
+    tensor's strides over them."""
+    loads = [load for load in kernel.loads if load.kind == BCAST]
+    if not loads:
         return []
-    return ["channels = (offsets // n_inner) % n_channels"]
+    return [*(f"size_{d}" for d in range(len(kernel.shape))), *(s for load in loads for s in load.strides)]
+
+
+def broadcast_values(kernel: Kernel, main: str, passed: dict[str, str]) -> list[str]:
+    """forward's values of ``broadcast_sizes``: ``passed`` holds each broadcast load's expanded view."""
+    loads = [load for load in kernel.loads if load.kind == BCAST]
+    if not loads:
+        return []
+    ndim = len(kernel.shape)
+    sizes = [f"{main}.shape[{d}]" for d in range(ndim)]
+    return [*sizes, *(f"{passed[load.ptr]}.stride({d})" for load in loads for d in range(ndim))]
 
 
 def channel_values(main: str) -> list[str]:
@@ -458,6 +488,7 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
     n_cols, n_rows, o = local["n_cols"], local["n_rows"], local["out"]
     lines = [f"    {n_cols} = {row_width(kernel, main)}"]
     flat: dict[str, str] = {}
+    expanded: dict[str, str] = {}
 
     def tensor(load: Load) -> str:
         if load.placeholder is None:
@@ -468,6 +499,11 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
         if load.kind == ROW:
             lines.append(f"    {load.placeholder} = {load.placeholder}.reshape(-1).contiguous()")
             return load.placeholder
+        if load.kind == BCAST:
+            view = fresh_local(f"{load.placeholder}_expanded", taken)
+            lines.append(f"    {view} = {load.placeholder}.expand({main}.shape)")
+            expanded[load.ptr] = view
+            return view
         if load.placeholder not in flat:
             flat[load.placeholder] = fresh_local(f"{load.placeholder}_2d", taken)
             width = f"2 * {n_cols}" if load.half is not None else n_cols
@@ -486,6 +522,7 @@ def _row_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) -> _Laun
     full = f"(*{main}.shape[:-1], {n_cols})" if kernel.split else f"{main}.shape"
     back = {FULL: full, ROW: f"(*{main}.shape[:-1], 1)", ROW_FLAT: f"{main}.shape[:-1]"}
     sizes = [n_cols, *(channel_values(main) if channel_sizes(kernel) else [])]
+    sizes += broadcast_values(kernel, main, expanded)
     return _Launch(lines, [*tensors, o], sizes, f"{n_rows}, {n_cols}", f"{o}.reshape({back[out.kind]})")
 
 
@@ -496,10 +533,14 @@ def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) ->
     o, n_elements, n_cols = local["out"], local["n_elements"], local["n_cols"]
     lines: list[str] = []
     seen: set[str] = set()
+    expanded: dict[str, str] = {}
     for load in kernel.loads:
         if load.placeholder is not None and load.placeholder not in seen:
             seen.add(load.placeholder)
             lines.append(f"    {load.placeholder} = {load.placeholder}.contiguous()")
+        if load.kind == BCAST and load.ptr not in expanded:
+            expanded[load.ptr] = fresh_local(f"{load.placeholder or load.var}_expanded", taken)
+            lines.append(f"    {expanded[load.ptr]} = {load.placeholder or load.source}.expand({main}.shape)")
     if kernel.split:  # the output is one half of main's shape
         lines.append(f"    {n_cols} = {main}.shape[-1] // 2")
         args = [f"(*{main}.shape[:-1], {n_cols})", f"dtype={dtype_expr(out.dtype)}", f"device={main}.device"]
@@ -517,7 +558,8 @@ def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) ->
         sizes.append(f"{main}.shape[-1]")
     if channel_sizes(kernel):
         sizes += channel_values(main)
-    tensors = _unique_tensors(kernel, lambda load: load.placeholder or load.source)
+    sizes += broadcast_values(kernel, main, expanded)
+    tensors = _unique_tensors(kernel, lambda load: expanded.get(load.ptr) or load.placeholder or load.source)
     return _Launch(lines, [*tensors, o], sizes, n_elements, o)
 
 

@@ -27,6 +27,7 @@ class Value:
     items: tuple[Value, ...] = ()  # a PAIR's (values, indices)
     source: str | None = None  # the forward expression of an input tensor
     example: Any = None  # a SHAPE's or SIZE's value on the example inputs
+    role: str = ""  # where a tensor comes from: input, parameter, buffer, ... ("view" for a slice of one)
 
 
 @dataclass
@@ -40,6 +41,7 @@ class Load:
     pointer: str = ""  # the pointer argument, when not ``{var}_ptr`` (both halves read one input)
     no_grad: bool = False  # a tensor no gradient is written for (batch norm's running statistics)
     integer: bool = False  # integers, loaded as they are (cross_entropy's class indices)
+    strides: tuple[str, ...] = ()  # for a BCAST load: its stride argument per dimension of S
 
     @property
     def ptr(self) -> str:
@@ -114,6 +116,15 @@ def read_guards(trace: dict[str, Any]) -> list[tuple[str, str]]:
         else:
             raise Unsupported(f"the trace read {what!r} of {param} as {str(value)[:80]!r}")
         out.append((check, f"the kernel is specialised to {param}.{what} == {value}"))
+    for read in trace.get("input_reads", []):  # torch.finfo(x.dtype): the input's dtype, read as a value
+        arg, value = read.get("input"), read.get("value")
+        name = value.removeprefix("torch.") if isinstance(value, str) else None
+        if not (isinstance(arg, str) and arg.isidentifier()) or read.get("what") != "dtype":
+            raise Unsupported(f"the trace read an input named {str(arg)[:80]!r}")
+        if name not in _READ_DTYPES:
+            raise Unsupported(f"the trace read the dtype of {arg} as {str(value)[:80]!r}")
+        check = f"{arg}.dtype != torch.{name}"
+        out.append((check, f"the kernel is specialised to {arg}.dtype == torch.{name}"))
     return out
 
 

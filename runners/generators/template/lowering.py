@@ -26,6 +26,7 @@ from runners.generators.template.ir import (
     read_guards,
 )
 from runners.generators.template.ops import (
+    BCAST,
     BINARY,
     CASTS,
     CHANNEL,
@@ -111,6 +112,8 @@ class Builder:
             "clamp_min": self._clamp,
             "clamp_max": self._clamp,
             "where": self._where,
+            "masked_fill": self._masked_fill,
+            "invert": self._invert,
             **dict.fromkeys(CASTS, self._cast),
             "to": self._cast,
             "type_as": self._cast,
@@ -259,12 +262,52 @@ class Builder:
         elif shape and shape[-1] == s[-1] and math.prod(shape) == s[-1] and len(shape) <= len(s):
             kind = COL
         else:
-            return Value(var, OTHER, shape=shape, source=source)
+            return Value(var, OTHER, (f"{source}.dtype",), is_bool, shape=shape, source=source, role=role)
         name = self.fresh(var, pointer=True)
         placeholder = source if role == "input" else None
         self.kernel.loads.append(Load(name, kind, source, is_bool, placeholder))
         atom = f"{source}.dtype"
         return Value(name, kind, (atom,), is_bool, shape=shape, source=source)
+
+    def broadcast_load(self, value: Value) -> Value:
+        """A tensor that broadcasts against the input's shape S (``[B, 1, 1, T]``, a buffer's slice
+        ``[1, 1, T, T]``, ``[H, 1, 1]``) read element by element through its strides as
+        ``expand(S)`` gives them (0 along the dimensions it broadcasts over); forward refuses inputs of
+        another number of dimensions. Its gradient, where it has one, is summed back to its shape."""
+        assert value.source is not None and value.shape is not None
+        ndim = len(self.kernel.shape)
+        if ndim > 8:
+            raise self.fail(f"unsupported broadcast over {ndim} dimensions")
+        check = (f"{self.kernel.main}.dim() != {ndim}", f"the kernel broadcasts over {ndim} dimensions only")
+        if check not in self.kernel.guards:
+            self.kernel.guards.append(check)
+        name = self.fresh(value.name, pointer=True)
+        strides = tuple(self.fresh(f"{name}_stride_{d}") for d in range(ndim))
+        placeholder = value.source if value.role == "input" else None
+        no_grad = value.role not in ("input", "parameter")
+        load = Load(name, BCAST, value.source, value.is_bool, placeholder, no_grad=no_grad, strides=strides)
+        self.kernel.loads.append(load)
+        return Value(name, BCAST, value.dtype, value.is_bool, shape=value.shape, source=value.source)
+
+    def _view(self, value: Value, index: Any) -> Value:
+        """A slice of a tensor that is not the input (nanoGPT's ``self.bias[:, :, :T, :T]``): forward
+        takes it as it is, bounds read from the input's sizes at call time."""
+        assert value.source is not None
+        items = index if isinstance(index, list) else [index]
+        texts = []
+        for item in items:
+            if not (isinstance(item, dict) and "slice" in item):
+                raise self.fail(f"unsupported indexing with {item!r}")
+            start, stop, step = item["slice"]
+            if start is not None or step is not None:
+                raise self.fail(f"unsupported slice {item['slice']!r}: only [:stop]")
+            stop_text = "" if stop is None else self._index_number(stop, "slice stop")[0]
+            texts.append(f":{stop_text}")
+        shape = self.node.get("shape")
+        source = f"{value.source}[{', '.join(texts)}]"
+        return Value(
+            self.node["name"], OTHER, value.dtype, value.is_bool, shape=shape, source=source, role="view"
+        )
 
     def _param(self, spec: dict[str, Any]) -> Value:
         return self.tensor_source(spec["target"], spec, on_self(spec["target"]), "parameter")
@@ -275,6 +318,12 @@ class Builder:
         """A value an op computes with: a node, a number, or a number read from the module."""
         if isinstance(arg, dict) and "node" in arg:
             value = self.values[arg["node"]]
+            if (
+                value.kind == OTHER
+                and value.source is not None
+                and _broadcasts(value.shape, self.kernel.shape)
+            ):
+                value = self.values[arg["node"]] = self.broadcast_load(value)
             if value.kind == OTHER:
                 raise self.fail(
                     f"unsupported broadcast: {arg['node']} has shape {value.shape}, "
@@ -382,6 +431,8 @@ class Builder:
             return SCALAR
         if ROW_FLAT in kinds and len(kinds) > 1:
             raise self.fail("unsupported broadcast of a reduction without keepdim against a tensor")
+        if BCAST in kinds:
+            return FULL if self.node.get("shape") == self.kernel.shape else BCAST
         if len(kinds) == 1:
             return kinds.pop()
         return FULL  # FULL with anything, or a per-row value against a row vector
@@ -393,7 +444,9 @@ class Builder:
         expected = {FULL: s, ROW: [*s[:-1], 1], ROW_FLAT: s[:-1]}.get(value.kind)
         if shape is None or value.kind == SCALAR:
             return value
-        if expected is None:  # a row vector
+        if value.kind == BCAST:
+            ok = _broadcasts(shape, s)
+        elif expected is None:  # a row vector
             ok = shape[-1:] == s[-1:] and math.prod(shape) == s[-1] and len(shape) <= len(s)
         else:
             ok = shape == expected
@@ -521,6 +574,28 @@ class Builder:
         value.dtype = promote([a, b]) if (a.kind != SCALAR or b.kind != SCALAR) else ("torch.float32",)
         return value
 
+    def _masked_fill(self, op: str, bound: dict[str, Any]) -> Value:
+        """``x.masked_fill(mask, value)``: ``where(mask, value, x)``, in x's dtype."""
+        a, cond, fill = self.operand(bound["input"]), self.operand(bound["mask"], "mask"), bound["value"]
+        if not cond.is_bool:
+            raise self.fail("unsupported masked_fill with a non-boolean mask")
+        if isinstance(fill, dict) and "node" in fill:
+            raise self.fail("unsupported masked_fill with a tensor value")
+        b = self.operand(fill, "value")
+        self.tag("masked_fill")
+        (fa,) = self.floats([a])
+        value = self.result(f"tl.where({cond.name}, {b.name}, {fa})", [cond, a, b])
+        value.dtype = a.dtype
+        return value
+
+    def _invert(self, op: str, bound: dict[str, Any]) -> Value:
+        """``~mask``, ``mask.logical_not()`` of a boolean tensor."""
+        a = self.operand(bound["input"])
+        if not a.is_bool:
+            raise self.fail("unsupported ~ of a non-boolean tensor")
+        self.tag("not")
+        return self.result(f"{a.name} == 0", [a], is_bool=True)
+
     def _cast(self, op: str, bound: dict[str, Any]) -> Value:
         a = self.operand(bound["input"])
         if op in CASTS:
@@ -609,6 +684,8 @@ class Builder:
             return self.check_shape(self.half(index))
         if value is not None and value.kind == SHAPE and isinstance(index, int):
             return Value(f"{value.name}[{index}]", SIZE, example=value.example[index])
+        if value is not None and value.kind == OTHER and value.source and isinstance(index, list | dict):
+            return self._view(value, index)
         if value is not None and value.shape is not None and isinstance(index, list | dict):
             return self.check_shape(self._slice(value, index))
         raise self.fail("unsupported op operator.getitem (indexing)")
@@ -1181,6 +1258,13 @@ class Builder:
         if any(value.name == load.var for load in self.kernel.loads):
             raise Unsupported("forward returns its input unchanged: nothing to compute")
         self.kernel.output = value
+
+
+def _broadcasts(shape: list[int] | None, to: list[int]) -> bool:
+    """Whether a tensor of ``shape`` broadcasts against ``to`` without changing it."""
+    if shape is None or len(shape) > len(to):
+        return False
+    return all(a in (1, b) for a, b in zip(reversed(shape), reversed(to), strict=False))
 
 
 def _attr_refs(value: Any, path: str) -> list[dict[str, Any]]:

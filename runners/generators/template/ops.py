@@ -22,6 +22,9 @@ SPLIT = "split"  # an input whose last dimension holds two halves (``a, b = x.ch
 HALVES = "halves"  # ``x.chunk(2, dim=-1)`` itself: its items are taken with ``[0]`` and ``[1]``
 SHAPE = "shape"  # ``x.shape`` (a forward expression)
 SIZE = "size"  # ``x.shape[-1]``, ``x.size(-1) // 2``: a number computed from a shape (a forward expression)
+BCAST = (
+    "bcast"  # a tensor that broadcasts against S otherwise (``[B, 1, 1, T]``, ``[H, 1, 1]``): read by strides
+)
 INDEX = "index"  # an integer input (class indices), read only by the ops that take it as such
 TOTAL = (
     "total"  # one number over every element (a loss's mean): the kernel's per-row sums, added up in forward
@@ -76,6 +79,8 @@ _spell("clamp", ("input", "min", "max"), *_torch_and_method("clamp"), *_torch_an
 _spell("clamp_min", ("input", "min"), *_torch_and_method("clamp_min"))
 _spell("clamp_max", ("input", "max"), *_torch_and_method("clamp_max"))
 _spell("where", ("condition", "input", "other"), "torch.where")
+_spell("masked_fill", ("input", "mask", "value"), *_torch_and_method("masked_fill"))
+_spell("invert", ("input",), "operator.invert", *_torch_and_method("logical_not"), "Tensor.bitwise_not")
 _spell("where", ("input", "condition", "other"), "Tensor.where")
 for _op in ("float", "half", "bfloat16"):
     _spell(_op, ("input",), f"Tensor.{_op}")
