@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,8 +208,10 @@ def _kernelize_judged(
     with contextlib.ExitStack() as stack:
         env = stack.enter_context(_cache_dirs(settings.device))
         progress(f"{problem.target}: building the module and its inputs")
+        early = _Early(problem, generators, settings.samples, report)
+        stack.callback(early.close)
         with _phase(report, "build"):
-            prep, judge = _prepare(problem, settings, env, stack)
+            prep, judge = _prepare(problem, settings, env, stack, early.start)
         if not prep.get("ok") or judge is None:
             report.status = "skipped"
             report.reason = str(prep.get("reason", "could not build the module"))
@@ -238,7 +241,7 @@ def _kernelize_judged(
         ahead = _Ahead(lambda: start_runner(problem, settings, env, judge), runs_ahead(settings))
         stack.callback(ahead.close)
         ahead.prepare()
-        candidates = _collect(problem, generators, settings, report, progress)
+        candidates = _collect(problem, generators, settings, report, progress, early)
         rejected = [_normalize(c, problem, settings.original_path) for c in candidates]
         checks = time.monotonic()
         left = sum(why is None for why in rejected)
@@ -300,10 +303,15 @@ def _checked_dtype(built: str, wanted: str | None) -> str:
 
 
 def _prepare(
-    problem: Problem, settings: EngineSettings, env: dict[str, str], stack: contextlib.ExitStack
+    problem: Problem,
+    settings: EngineSettings,
+    env: dict[str, str],
+    stack: contextlib.ExitStack,
+    built: Callable[[dict[str, Any]], None] = lambda build: None,
 ) -> tuple[dict[str, Any], Judge | None]:
     """One reference runner: it resolves how to build the module, the judge plans its calls from
-    that, and the same runner runs the original on them. (prep, the judge holding the answers)."""
+    that, and the same runner runs the original on them. (prep, the judge holding the answers).
+    ``built`` is told the build as soon as it is resolved, while the original still runs."""
     entry = problem.config_entry
     req = {
         "device": settings.device,
@@ -325,6 +333,7 @@ def _prepare(
             held["prep"] = prep if isinstance(prep, dict) else {}
             return None
         held["prep"] = prep
+        built(prep["build"])
         judge = stack.enter_context(
             judging(
                 device=settings.device,
@@ -373,19 +382,60 @@ def _prepare(
     return prep, judge
 
 
+class _Early:
+    """Generators that work on the CPU alone (``runs_beside_reference``: the template generator's
+    trace), started as soon as the build is resolved, so they run while the reference runner runs
+    the original and times it; the others wait for :func:`_collect`, in order. A generator that
+    uses the GPU never runs beside the reference: it would slow the timed calls down."""
+
+    def __init__(
+        self, problem: Problem, generators: list[Generator], samples: int, report: ModuleReport
+    ) -> None:
+        self.problem, self.samples, self.report = problem, samples, report
+        self.gens = [g for g in generators if getattr(g, "runs_beside_reference", False)]
+        self.pool: ThreadPoolExecutor | None = None
+        self.futures: dict[int, Future[list[Candidate]]] = {}
+
+    def start(self, build: dict[str, Any]) -> None:
+        if not self.gens:
+            return
+        self.problem.build = build
+        self.pool = ThreadPoolExecutor(len(self.gens), thread_name_prefix="kernelize-early")
+        for gen in self.gens:
+            self.futures[id(gen)] = self.pool.submit(self._generate, gen)
+
+    def _generate(self, gen: Generator) -> list[Candidate]:
+        with _phase(self.report, f"generate: {gen.name}"):
+            return gen.generate(self.problem, self.samples)
+
+    def result(self, gen: Generator) -> list[Candidate] | None:
+        """``gen``'s candidates (raising what it raised) if it was started early, else None."""
+        future = self.futures.get(id(gen))
+        return None if future is None else future.result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)  # each generator's sandbox has its own time limit
+
+
 def _collect(
     problem: Problem,
     generators: list[Generator],
     settings: EngineSettings,
     report: ModuleReport,
     progress: Progress,
+    early: _Early | None = None,
 ) -> list[Candidate]:
     out: list[Candidate] = []
     for gen in generators:
         progress(f"{problem.target}: asking {gen.name} for candidates")
         try:
-            with _phase(report, f"generate: {gen.name}"):
-                got = gen.generate(problem, settings.samples)
+            started = early.result(gen) if early is not None else None
+            if started is not None:
+                got = started
+            else:
+                with _phase(report, f"generate: {gen.name}"):
+                    got = gen.generate(problem, settings.samples)
         except GeneratorError as exc:
             row = CandidateResult(gen.name, gen.name, Status.ERROR, f"generator: {exc}")
             if isinstance(exc, GeneratorDeclined):

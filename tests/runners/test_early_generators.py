@@ -1,0 +1,76 @@
+"""Generators that work on the CPU alone start once the build is resolved, beside the reference.
+
+The template generator's trace never touches the GPU, so the engine starts it as soon as the
+reference runner has said how to build the module, while that runner still runs the original on
+the judge's inputs (and, on a GPU, times it). Its candidates, or its decline, then reach the report
+as if it had been asked after the build. A generator without the mark is asked after the build, in
+order, on the engine's own thread.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from runners import pipeline
+from runners.generators.base import Candidate, GeneratorDeclined, Problem
+from runners.generators.template import TemplateGenerator
+from runners.results import Status
+
+ROOT = Path(__file__).resolve().parents[2]
+FILE = ROOT / "tests" / "problems" / "layers.py"
+
+
+class Recording:
+    """A real generator (the template's), recording on which thread and with which build it ran."""
+
+    def __init__(self, name: str, beside: bool, decline: bool = False) -> None:
+        self.name, self.samples, self.runs_beside_reference = name, False, beside
+        self.decline = decline
+        self.thread = ""
+        self.build: dict | None = None
+
+    def generate(self, problem: Problem, n: int) -> list[Candidate]:
+        self.thread = threading.current_thread().name
+        self.build = problem.build
+        if self.decline:
+            raise GeneratorDeclined(f"{self.name}: not this one")
+        (cand,) = TemplateGenerator().generate(problem, n)
+        cand.id, cand.generator = f"{self.name}-{cand.id}", self.name
+        return [cand]
+
+
+def _kernelize(*gens: Recording):
+    (problem,), _ = pipeline.problems_for(str(FILE), str(ROOT), "RMSNorm")
+    settings = pipeline.EngineSettings(device="cpu", timeout_s=120)
+    messages: list[str] = []
+    report = pipeline.kernelize(problem, list(gens), settings, progress=messages.append)
+    return report, messages
+
+
+def test_the_template_generator_runs_beside_the_reference():
+    assert TemplateGenerator.runs_beside_reference is True
+
+
+def test_an_early_generator_runs_on_its_own_thread_with_the_build_and_its_candidate_is_judged():
+    early, late = Recording("early", beside=True), Recording("late", beside=False)
+    report, messages = _kernelize(early, late)
+    assert early.thread.startswith("kernelize-early"), early.thread
+    assert late.thread == threading.main_thread().name
+    assert early.build is not None and early.build == late.build
+    by_generator = {c.generator: c for c in report.candidates}
+    assert by_generator["early"].status is Status.CORRECT, by_generator["early"].reason
+    assert by_generator["late"].status is Status.CORRECT, by_generator["late"].reason
+    assert {"generate: early", "generate: late", "build", "checks"} <= set(report.phases)
+    # The report's order is the portfolio's, not the order the generators finished in.
+    assert [c.generator for c in report.candidates] == ["early", "late"]
+    asked = [m.split(": ", 1)[1] for m in messages if m.endswith("for candidates")]
+    assert asked == ["asking early for candidates", "asking late for candidates"]
+
+
+def test_an_early_generators_decline_is_reported_as_a_decline():
+    report, _ = _kernelize(Recording("early", beside=True, decline=True))
+    (row,) = report.candidates
+    assert row.status is Status.ERROR
+    assert row.reason == "generator: early: not this one"
+    assert row.provenance == {"declined": True}
