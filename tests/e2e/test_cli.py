@@ -731,7 +731,10 @@ def test_default_portfolio_on_cpu_runs_template_and_names_the_rest(cli, tmp_path
     # Where the engine's time went, in the order spent, within its whole time on the module.
     assert list(module["phases"]) == ["build", "generate: template", "checks", "last checks"]
     assert all(s > 0 for s in list(module["phases"].values())[:3])
-    assert sum(module["phases"].values()) <= module["wall_s"]
+    # The template's trace runs beside the reference runner, so its time may overlap the build's.
+    phases = module["phases"]
+    assert sum(v for k, v in phases.items() if k != "generate: template") <= module["wall_s"]
+    assert phases["generate: template"] <= module["wall_s"]
     assert "tests/problems/add_relu.py::Model, by generator:" in run.stdout
     assert re.search(r"\n  template +won: the first verified candidate", run.stdout)
     assert re.search(r"\n  inductor +unavailable: needs a CUDA GPU", run.stdout)
