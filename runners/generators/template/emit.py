@@ -13,12 +13,16 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from runners import pyast
+from runners.generators.base import Candidate, GeneratorDeclined, Problem
 from runners.generators.template.ir import Kernel, Load, Reduce, dtype_expr
 from runners.generators.template.ops import BCAST, CHANNEL, COL, FULL, REDUCE, ROW, ROW_FLAT, Unsupported
+from runners.source import ClassParts, NotStandalone
 
 # The imports every generated module starts with, and the helpers it holds when its code calls them.
 HEADER = ("import torch", "import triton", "import triton.language as tl", "from torch import library")
@@ -568,3 +572,37 @@ def fresh_local(name: str, taken: set[str]) -> str:
         name += "_"
     taken.add(name)
     return name
+
+
+def custom_op_module(
+    class_name: str, parts: ClassParts, doc: str, blocks: list[str], forward: list[str]
+) -> str:
+    """A module of custom-op kernels: ``doc``, the imports and the file's context, the custom-op
+    helpers, ``blocks`` (kernels, launch code, ops) in order, and the class with ``forward``."""
+    context = [c for c in parts.context if c not in HEADER]
+    out = [doc + "\n\n" + "\n".join([*HEADER, *context]) + "\n", CUSTOM_OP.strip("\n") + "\n"]
+    out += [b.strip("\n") + "\n" for b in blocks]
+    members = [*parts.members, "\n".join(forward) + "\n"]
+    body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
+    out.append(f"class {class_name}(torch.nn.Module):\n{body}\n")
+    return "\n\n".join(out)
+
+
+def custom_op_candidate(
+    render: Callable[..., tuple[str, str, str | None]],
+    problem: Problem,
+    trace: dict[str, Any],
+    generator: str,
+    pattern: str,
+) -> Candidate:
+    """The candidate ``render(problem, trace, backward=...)`` writes, with its backward and without
+    (what is suggested if the backward's gradients are wrong); a decline where it cannot."""
+    try:
+        source, name, backward = render(problem, trace)
+        without = render(problem, trace, backward=False)[0]
+    except (Unsupported, NotStandalone) as exc:
+        raise GeneratorDeclined(f"{generator}: {exc}") from None
+    provenance = {"kernel": name, "pattern": pattern, "backward": backward}
+    cand = Candidate(name.strip("_"), generator, source, provenance)
+    cand.without_backward = without
+    return cand

@@ -29,11 +29,17 @@ import textwrap
 from typing import Any
 
 from runners import pyast
-from runners.generators.base import Candidate, GeneratorDeclined, Problem
-from runners.generators.template.emit import CUSTOM_OP, HEADER, guard_lines, op_source, wrap
+from runners.generators.base import Candidate, Problem
+from runners.generators.template.emit import (
+    custom_op_candidate,
+    custom_op_module,
+    guard_lines,
+    op_source,
+    wrap,
+)
 from runners.generators.template.ir import Kernel, on_self, read_guards
 from runners.generators.template.ops import FLOAT_DTYPES, INT_DTYPES, SPELLINGS, Unsupported
-from runners.source import NotStandalone, class_parts
+from runners.source import class_parts
 
 _MASK_DTYPES = (*INT_DTYPES, "bool")
 _CASTS = {
@@ -366,24 +372,10 @@ def render_module(
         f"columns){also}.\n"
         'Each launch is a custom op, so torch.compile(fullgraph=True) takes the module as it is."""'
     )
-    context = [c for c in parts.context if c not in HEADER]
-    blocks = [doc + "\n\n" + "\n".join([*HEADER, *context]) + "\n", CUSTOM_OP.strip("\n") + "\n"]
-    blocks += [k.strip("\n") + "\n" for k in kernels]
-    blocks.append(_LAUNCH.format(name=name).strip("\n") + "\n")
-    blocks += [o.strip("\n") + "\n" for o in ops]
-    members = [*parts.members, "\n".join(forward) + "\n"]
-    body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
-    blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
-    return "\n\n".join(blocks), name, bwd_name if backward else None
+    launch = _LAUNCH.format(name=name)
+    source = custom_op_module(problem.class_name, parts, doc, [*kernels, launch, *ops], forward)
+    return source, name, bwd_name if backward else None
 
 
 def candidate(problem: Problem, trace: dict[str, Any], generator: str) -> Candidate:
-    try:
-        source, name, backward = render_module(problem, trace)
-        without = render_module(problem, trace, backward=False)[0]
-    except (Unsupported, NotStandalone) as exc:
-        raise GeneratorDeclined(f"{generator}: {exc}") from None
-    provenance = {"kernel": name, "pattern": "masked mean pooling", "backward": backward}
-    cand = Candidate(name.strip("_"), generator, source, provenance)
-    cand.without_backward = without
-    return cand
+    return custom_op_candidate(render_module, problem, trace, generator, "masked mean pooling")
