@@ -94,13 +94,12 @@ def _timing_lock() -> Iterator[None]:
     import fcntl
     import os
 
-    from runners.sandbox import TIMING_LOCK_ENV
+    from runners.sandbox import timing_lock_fd
 
-    path = os.environ.get(TIMING_LOCK_ENV)
-    if not path:
+    fd = timing_lock_fd()
+    if fd < 0:
         yield
         return
-    fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)
         yield

@@ -551,7 +551,7 @@ def _start(
     if isolate and bwrap is None:
         return Started(failure=_unavailable(f"{bwrap_executable()} not found (install bubblewrap)", 0.0))
     try:
-        lock_fd = _timing_lock()
+        lock_fd = timing_lock_fd()
     except OSError as exc:
         why = f"the timing lock {os.environ.get(TIMING_LOCK_ENV)}: {exc.strerror or exc}"
         return Started(failure=SandboxResult("error", None, why, None, "", 0.0, []))
@@ -595,7 +595,7 @@ def _start(
     return started
 
 
-def _timing_lock() -> int:
+def timing_lock_fd() -> int:
     """A descriptor of the timing lock (:data:`TIMING_LOCK_ENV`) for one child, or -1 without one.
     Opened anew for each child: a lock held through one child's descriptor excludes the others'."""
     path = os.environ.get(TIMING_LOCK_ENV)
