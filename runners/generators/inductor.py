@@ -411,8 +411,9 @@ def _static_test(static: dict[str, Any]) -> tuple[str, list[str]]:
 
 
 def _forward(
-    capture: dict[str, Any], signature: str, returns: str, static: dict[str, Any] | None = None
+    capture: dict[str, Any], signature: str, returns: str, static: tuple[str, list[str]] | None = None
 ) -> str:
+    """``static``: the static graph's condition and inputs (:func:`_static_test`), when it is kept."""
     if capture.get("unplain_arguments"):
         raise NotStandaloneCapture(
             f"forward's argument {capture['unplain_arguments'][0]} is compiled in as an object"
@@ -424,7 +425,7 @@ def _forward(
         f"outputs = {CALL}([{', '.join(exprs)}])",
     ]
     if static is not None:
-        test, static_exprs = _static_test(static)
+        test, static_exprs = static
         call = [
             "# At the sizes it was compiled and tuned for, the static graph; at any other, the generic one.",
             f"if {test}:",
@@ -448,10 +449,10 @@ def _forward(
 
 @dataclass
 class _Static:
-    capture: dict[str, Any]  # the static capture, its kernels renamed
-    kernels: dict[str, _Kernel]
+    kernels: dict[str, _Kernel]  # its kernels, renamed
     wrapper: str
     copied: list[str]
+    test: tuple[str, list[str]]  # when forward takes it, and what it passes (_static_test)
 
 
 def _renamed(static: dict[str, Any]) -> dict[str, Any]:
@@ -483,10 +484,10 @@ def _static_part(capture: dict[str, Any], generic: dict[str, _Kernel]) -> _Stati
         if clash:
             raise NotStandaloneCapture(f"both graphs define {sorted(clash)[0]}")
         wrapper, copied = _wrapper(tree, static["code"], kernels, static, STATIC_CALL)
-        _static_test(static)
+        test = _static_test(static)
     except (NotStandaloneCapture, SyntaxError) as exc:
         return f"cannot make it standalone: {exc}"
-    return _Static(static, kernels, wrapper, copied)
+    return _Static(kernels, wrapper, copied, test)
 
 
 def _functions(source: str) -> list[str]:
@@ -569,7 +570,7 @@ def _assemble(
     if static is not None:
         blocks += [k.source.rstrip() + "\n" for k in static.kernels.values()]
         blocks.append(static.wrapper.rstrip() + "\n")
-    forward = _forward(capture, parts.signature, parts.returns, static.capture if static else None)
+    forward = _forward(capture, parts.signature, parts.returns, static.test if static else None)
     members = [*parts.members, forward]
     body = "\n\n".join(textwrap.indent(m.rstrip("\n"), "    ") for m in members)
     blocks.append(f"class {problem.class_name}(torch.nn.Module):\n{body}\n")
