@@ -256,16 +256,19 @@ QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwi
 # slower than alone, never faster): quote figures from JOBS=1 only. Each module's checks write their
 # buffers to the temp folder (GiBs at benchmark sizes): on 2026-12-05 seven at a time filled an
 # H200 host's disk, so keep JOBS at 3 or less there, or point TMPDIR at a bigger disk.
+# SCRATCH: the folder for each problem's temp folder (default: the temp folder), for instance one
+# held in memory (/dev/shm), where the family above 2^31 elements writes and reads its GiBs at
+# memory speed; the family counts what it writes there against the host's memory as well.
 # BUDGET_S: stop starting and cut what runs after that many seconds, so the tables and the one
 # archive of every problem's JSON and log ($OUT/quality.tgz) are still written.
 JOBS=${JOBS:-1}
 QDIR="$OUT/quality"
 mkdir -p "$QDIR"
 [ "$JOBS" -gt 1 ] && export KERNELIZE_TIMING_LOCK="$OUT/timing.lock"
-df -h "${TMPDIR:-/tmp}" | tail -1
+df -h "${SCRATCH:-${TMPDIR:-/tmp}}" | tail -1
 echo "== kernel quality, per problem, $JOBS at a time: $QUALITY =="
 one_problem() {
-  local p=$1 start=$SECONDS shared=${TMPDIR:-/tmp}
+  local p=$1 start=$SECONDS shared=${SCRATCH:-${TMPDIR:-/tmp}}
   # A temp folder of the problem's own, removed however the problem ends (its limit, the budget's
   # timeout and pkill): a killed engine leaves its buffers there (GiBs), which would otherwise fill
   # the disk for the problems after it. The TERM trap waits for the problem's command, then exits
@@ -278,7 +281,7 @@ one_problem() {
   # shellcheck disable=SC2086
   KERNELIZE_LARGE_FAMILY_LOCK=${KERNELIZE_LARGE_FAMILY_LOCK:-$shared/kernelize-large-family.lock} TMPDIR=$PROBLEM_TMP \
   timeout "${PER_PROBLEM_S:-240}" $PY bench/kernel_quality.py --device "${DEVICE:-cuda}" --only "$p" \
-      --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$QDIR/quality_$p.json" --quiet > "$QDIR/quality_$p.log" 2>&1 \
+      --timeout "${TIMEOUT_S:-200}" ${QUALITY_ARGS:-} --json "$QDIR/quality_$p.json" > "$QDIR/quality_$p.log" 2>&1 \
     && echo "$p: $((SECONDS - start)) s wall" || echo "$p: no result (exit $?, $((SECONDS - start)) s)"
 }
 export -f one_problem; export QDIR PY

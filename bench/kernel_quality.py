@@ -54,6 +54,7 @@ import shlex
 import shutil
 import sys
 import tempfile
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -713,10 +714,12 @@ def main(argv: list[str] | None = None) -> int:
         result = load_runs(args.from_json)
         header.append(f"Rendered from {', '.join(args.from_json)}.")
     else:
+        started = time.monotonic()
 
-        def progress(msg: str) -> None:
+        def progress(msg: str) -> None:  # seconds since start: where a module killed at its limit was
             if not args.quiet:
-                print(f"kernel_quality: {msg}", file=sys.stderr, flush=True)
+                spent = time.monotonic() - started
+                print(f"kernel_quality: {spent:7.1f} s {msg}", file=sys.stderr, flush=True)
 
         result = run(args, _device(args.device), progress)
         sizes = "small (get_small_inputs)" if args.small else "as written (get_inputs)"

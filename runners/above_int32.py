@@ -111,12 +111,31 @@ class Need:
     host: int
 
 
-def need(input_bytes: int, output_bytes: int, largest: int) -> Need:
+def need(input_bytes: int, output_bytes: int, largest: int, in_memory: bool = False) -> Need:
+    """``in_memory``: the files go to a folder held in memory (tmpfs), so they take host memory too."""
+    disk = input_bytes + 2 * output_bytes + GIB
     return Need(
         gpu=2 * (input_bytes + output_bytes) + 2 * GIB,
-        disk=input_bytes + 2 * output_bytes + GIB,
-        host=2 * largest + 2 * GIB,
+        disk=disk,
+        host=2 * largest + 2 * GIB + (disk if in_memory else 0),
     )
+
+
+def in_memory(path: Path) -> bool:
+    """Whether ``path`` lies on a file system held in memory (tmpfs, ramfs): the mount that holds
+    it, by the longest mount point above it in /proc/self/mounts."""
+    where = os.path.realpath(path)
+    best, kind = "", ""
+    with contextlib.suppress(OSError), open("/proc/self/mounts") as fh:
+        for line in fh:
+            fields = line.split()
+            if len(fields) < 3:
+                continue
+            point = fields[1].replace("\\040", " ")
+            inside = where == point or where.startswith(point.rstrip("/") + "/")
+            if inside and len(point) >= len(best):
+                best, kind = point, fields[2]
+    return kind in ("tmpfs", "ramfs")
 
 
 def shortfall(needed: Need, gpu_free: int, disk_free: int, host_free: int) -> str:
@@ -205,6 +224,12 @@ class Family:
         self.shapes: list[list[int]] = []
         self.reference: Any = None  # the original's reply to the call
         self._blob: Any = b""
+        self.spent: dict[str, float] = {}  # seconds by part (the inputs, the original, ...), for the log
+
+    def _add(self, part: str, since: float) -> float:
+        now = time.monotonic()
+        self.spent[part] = self.spent.get(part, 0.0) + now - since
+        return now
 
     def check(self, req: dict[str, Any], readable: list[str], tf32: bool) -> Outcome:
         """The candidate in ``req`` (the request ``runners.verify.evaluate`` takes, without the
@@ -215,6 +240,7 @@ class Family:
             return Outcome("skipped", self.skipped)
         assert self.call is not None
         path = self.dir / CANDIDATE
+        begun = time.monotonic()
         res = sandbox.run(
             "runners.above_int32:candidate_target",
             {**req, "judge": self._request("candidate", CANDIDATE).to_dict()},
@@ -225,11 +251,13 @@ class Family:
             collect_to=path,
             readable=[*readable, str(self.dir / INPUTS)],
         )
+        begun = self._add("candidate", begun)
         try:
             return self._compare(res, tf32)
         finally:
             with contextlib.suppress(OSError):
                 path.unlink()
+            self._add("compare", begun)
 
     def _compare(self, res: sandbox.SandboxResult, tf32: bool) -> Outcome:
         where = f"judge, {FAMILY}, shape {self.shapes}"
@@ -294,7 +322,7 @@ class Family:
         judge = self.judge
         self._release()
         why = shortfall(
-            need(self.input_bytes, self.output_bytes, largest),
+            need(self.input_bytes, self.output_bytes, largest, in_memory(self.dir)),
             torch.cuda.mem_get_info()[0] if self.device == "cuda" else sys.maxsize,
             shutil.disk_usage(self.dir).free,
             _host_available(),
@@ -302,7 +330,9 @@ class Family:
         if why:
             return why
         self.shapes = inputs.tensor_shapes(specs)
+        begun = time.monotonic()
         self.call = Call("call 0", self._write(specs, judge.seed + 31))
+        begun = self._add("inputs", begun)
         res = sandbox.run(
             "runners.above_int32:reference_target",
             self._request("reference", REFERENCE).to_dict(),
@@ -313,6 +343,7 @@ class Family:
             collect_to=self.dir / REFERENCE,
             readable=[*sandbox.problem_paths(judge.file, judge.root), str(self.dir / INPUTS)],
         )
+        self._add("original", begun)
         if res.outcome != "ok" or res.payload is None:
             return f"the original failed on it in its runner: {res.reason}"
         try:

@@ -61,6 +61,9 @@ def check_chosen(
                 return
             progress(f"{problem.target}: {best.id}: memory check, then {above_int32.FAMILY}")
             memory, offsets, seconds = _run(problem, cand, settings, env, judge, family)
+            if family.spent:
+                split = ", ".join(f"{part} {sec:.1f} s" for part, sec in family.spent.items())
+                progress(f"{problem.target}: {best.id}: {above_int32.FAMILY}: {split}")
             for part, spent in seconds.items():  # where the last checks' time goes, by check
                 key = f"last checks: {part}"
                 report.phases[key] = round(report.phases.get(key, 0.0) + spent, 3)

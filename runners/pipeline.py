@@ -211,7 +211,7 @@ def _kernelize_judged(
         early = _Early(problem, generators, settings.samples, report)
         stack.callback(early.close)
         with _phase(report, "build"):
-            prep, judge = _prepare(problem, settings, env, stack, early.start)
+            prep, judge = _prepare(problem, settings, env, stack, early.start, progress)
         if not prep.get("ok") or judge is None:
             report.status = "skipped"
             report.reason = str(prep.get("reason", "could not build the module"))
@@ -308,6 +308,7 @@ def _prepare(
     env: dict[str, str],
     stack: contextlib.ExitStack,
     built: Callable[[dict[str, Any]], None] = lambda build: None,
+    progress: Progress = _quiet,
 ) -> tuple[dict[str, Any], Judge | None]:
     """One reference runner: it resolves how to build the module, the judge plans its calls from
     that, and the same runner runs the original on them. (prep, the judge holding the answers).
@@ -322,6 +323,7 @@ def _prepare(
         "dtype": settings.dtype,
     }
     held: dict[str, Any] = {}
+    clock = {"start": time.monotonic()}
     held_path = (
         Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelize-ref-"))) / REFERENCE_OUTPUTS
     )
@@ -329,6 +331,7 @@ def _prepare(
     shared = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kernelize-inputs-")))
 
     def plan(prep: Any) -> dict[str, Any] | None:
+        clock["prepared"] = time.monotonic()
         if not isinstance(prep, dict) or not prep.get("ok"):
             held["prep"] = prep if isinstance(prep, dict) else {}
             return None
@@ -355,6 +358,7 @@ def _prepare(
         held["judge"] = judge
         request = judge.request("reference", REFERENCE_OUTPUTS).to_dict()
         request["inputs_path"] = str(_share(judge.inputs_path, shared))
+        clock["planned"] = time.monotonic()
         return request
 
     res = sandbox.run(
@@ -376,10 +380,41 @@ def _prepare(
     if not prep.get("ok"):
         return prep, None
     judge = held["judge"]
+    clock["end"] = time.monotonic()
+    progress(f"{problem.target}: build: {build_split(clock, res.marks)}")
     failed = judge.accept_reference(res)
     if failed:
         return {"ok": False, "reason": failed}, None
     return prep, judge
+
+
+def build_split(clock: dict[str, float], marks: list[tuple[str, float]]) -> str:
+    """Where the build's seconds went, for the log: the runner's start and the module's build, the
+    judge's inputs, the original's calls, torch.compile's baseline and the timing (the last two
+    from the marks the runner sent, by the judge's clock)."""
+    at = dict(marks)
+
+    def span(first: str, last: str) -> float:
+        return at[last] - at[first] if first in at and last in at else 0.0
+
+    compiled = span("baseline compile start", "baseline compile end") + span(
+        "training baseline compile start", "training baseline compile end"
+    )
+    timed = sum(
+        span(name, name.replace(" start", " end"))
+        for name in at
+        if name.endswith(" start") and "baseline compile" not in name
+    )
+    prepared = clock.get("prepared", clock["end"])
+    planned = clock.get("planned", prepared)
+    parts = {
+        "start and build": prepared - clock["start"],
+        "inputs": planned - prepared,
+        "original's calls": max(0.0, clock["end"] - planned - compiled - timed),
+        "compile baseline": compiled,
+        "timing": timed,
+    }
+    return ", ".join(f"{name} {sec:.1f} s" for name, sec in parts.items())
 
 
 class _Early:

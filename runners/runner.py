@@ -256,7 +256,10 @@ def time_reference(
     sets = timing_sets(plan, data, device, cast)
     compiled, compile_error = None, None
     if plan.compile:
+        what = "training " if plan.training else ""
+        sandbox.mark(f"{what}baseline compile start")  # where the build's time goes (a log line)
         compiled, compile_error = bench.compile_baseline(module, sets[0], plan.training)
+        sandbox.mark(f"{what}baseline compile end")
     got = bench.time_reference(
         module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark, plan.training
     )

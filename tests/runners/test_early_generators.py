@@ -67,6 +67,31 @@ def test_an_early_generator_runs_on_its_own_thread_with_the_build_and_its_candid
     assert [c.generator for c in report.candidates] == ["early", "late"]
     asked = [m.split(": ", 1)[1] for m in messages if m.endswith("for candidates")]
     assert asked == ["asking early for candidates", "asking late for candidates"]
+    # Where the build's time went is logged (the CPU has no timing and no compile baseline).
+    (split,) = [m for m in messages if ": build: " in m]
+    assert split.endswith("compile baseline 0.0 s, timing 0.0 s"), split
+    assert "start and build" in split and "inputs" in split and "original's calls" in split
+
+
+def test_the_build_is_split_by_the_runners_marks():
+    clock = {"start": 0.0, "prepared": 10.0, "planned": 12.5, "end": 60.0}
+    marks = [
+        ("baseline compile start", 20.0),
+        ("baseline compile end", 35.0),
+        ("timing start", 35.5),
+        ("timing end", 45.5),
+        ("back-to-back eager start", 45.5),
+        ("back-to-back eager end", 46.0),
+        ("back-to-back compile start", 46.0),
+        ("back-to-back compile end", 46.5),
+    ]
+    assert pipeline.build_split(clock, marks) == (
+        "start and build 10.0 s, inputs 2.5 s, original's calls 21.5 s, "
+        "compile baseline 15.0 s, timing 11.0 s"
+    )
+    # A runner that never got as far as the judge's plan.
+    early = pipeline.build_split({"start": 0.0, "end": 4.0}, [])
+    assert early.startswith("start and build 4.0 s, inputs 0.0 s")
 
 
 def test_an_early_generators_decline_is_reported_as_a_decline():

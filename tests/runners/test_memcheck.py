@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import shutil
 import stat
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -223,6 +224,23 @@ def test_the_family_is_skipped_with_the_figures_when_it_does_not_fit():
         "needs about 50.0 GiB of GPU memory, 40.0 GiB free"
     )
     assert above_int32.shortfall(needed, 140 * gib, 20 * gib, 100 * gib).endswith("of disk, 20.0 GiB free")
+    # Files in a folder held in memory take host memory as well as the folder's space.
+    in_memory = above_int32.need(16 * gib, 8 * gib, 8 * gib, in_memory=True)
+    assert in_memory == above_int32.Need(gpu=50 * gib, disk=33 * gib, host=51 * gib)
+    assert above_int32.shortfall(in_memory, 140 * gib, 60 * gib, 40 * gib) == (
+        "needs about 51.0 GiB of host memory, 40.0 GiB free"
+    )
+
+
+def test_a_folder_held_in_memory_is_told_from_one_on_disk(tmp_path):
+    mounts = Path("/proc/self/mounts").read_text().split("\n")
+    kinds = {f[1]: f[2] for f in (line.split() for line in mounts) if len(f) > 2}
+    if kinds.get("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm here")
+    assert above_int32.in_memory(Path("/dev/shm"))
+    with tempfile.TemporaryDirectory(dir="/dev/shm") as inside:
+        assert above_int32.in_memory(Path(inside) / "not yet made")
+    assert above_int32.in_memory(Path("/proc")) is False  # proc, not tmpfs
 
 
 TRUNCATED = """\
@@ -251,6 +269,9 @@ def test_the_family_runs_the_original_once_and_compares_each_candidate(judge, tm
         assert bad.text.startswith(
             "judge, above 2^31 elements, shape [[41, 100], [41, 100]]: output: max abs"
         )
+        # Where its time went (the log's line): the inputs and the original once, each candidate twice.
+        assert list(family.spent) == ["inputs", "original", "candidate", "compare"]
+        assert all(sec > 0 for sec in family.spent.values())
     finally:
         family.close()
     assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.REFERENCE))
