@@ -27,6 +27,7 @@ import torch
 
 from runners import trace, verify
 from runners.generators.template import Unsupported, render_module_with_backward
+from runners.generators.template.columns import _column_splits
 from runners.pipeline import problems_for
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -443,15 +444,15 @@ def test_a_column_sum_matches_torch_with_its_gradient(tmp_path):
         new(torch.randn(3, 4, 5))
 
 
-@pytest.mark.parametrize(
-    ("expr", "kernel"),
-    [
-        ("x.sum(-2)", "_column_sum_fwd_kernel"),
-        ("torch.sum(x, dim=[0], keepdim=True)", "_column_sum_fwd_kernel"),
-        ("x.mean(dim=0)", "_column_mean_fwd_kernel"),
-        ("torch.mean(x, 0, keepdim=True)", "_column_mean_fwd_kernel"),
-    ],
-)
+_COLUMN_SPELLINGS = [
+    ("x.sum(-2)", "_column_sum_fwd_kernel"),
+    ("torch.sum(x, dim=[0], keepdim=True)", "_column_sum_fwd_kernel"),
+    ("x.mean(dim=0)", "_column_mean_fwd_kernel"),
+    ("torch.mean(x, 0, keepdim=True)", "_column_mean_fwd_kernel"),
+]
+
+
+@pytest.mark.parametrize(("expr", "kernel"), _COLUMN_SPELLINGS)
 @fresh_python
 def test_column_spellings_match_torch(tmp_path, expr, kernel):
     source, name, _ = _generate(tmp_path, COLUMN.format(expr=expr), "[torch.randn(48, 40)]")
@@ -459,6 +460,74 @@ def test_column_spellings_match_torch(tmp_path, expr, kernel):
     ref, new = _modules(source)
     for shape in _COLUMN_SHAPES:
         _compare(ref, new, torch.randn(shape))
+
+
+@pytest.mark.parametrize(
+    ("n_rows", "n_cols", "multiprocessors", "want"),
+    [
+        (16384, 1024, 132, (32, 512)),  # the benchmark's size: 16 blocks of 64 columns x 32 splits
+        (16384, 1024, 108, (26, 640)),  # fewer multiprocessors, fewer splits
+        (600, 40, 132, (2, 320)),  # a ragged last split: 280 rows
+        (512, 3, 132, (2, 256)),  # the shortest input that splits
+        (511, 3, 132, (1, 511)),  # short: one split of all the rows
+        (48, 40, 132, (1, 48)),
+        (16384, 65536, 132, (1, 16384)),  # wide: the columns alone make enough programs
+        (0, 5, 132, (1, 0)),
+        (7, 0, 132, (1, 7)),
+    ],
+)
+def test_column_splits_come_from_the_shape(n_rows, n_cols, multiprocessors, want):
+    assert _column_splits(n_rows, n_cols, multiprocessors) == want
+
+
+def test_column_splits_cover_the_rows_once_and_make_a_few_programs_per_multiprocessor():
+    for n_rows, n_cols in itertools.product((300, 512, 1000, 4097, 16384, 100_000), (1, 40, 1024, 5000)):
+        splits, rows = _column_splits(n_rows, n_cols, 132)
+        assert (splits - 1) * rows < n_rows <= splits * rows  # every split holds rows; none is left out
+        if splits > 1:
+            assert rows % 64 == 0 and rows >= 256
+            assert -(-n_cols // 64) * (splits - 1) < 4 * 132  # no more splits than ~4 programs per SM take
+
+
+class _Launches:
+    """A kernel standing in for the generated module's own, recording each launch's grid."""
+
+    def __init__(self, kernel: Any) -> None:
+        self.kernel, self.grids = kernel, []
+
+    def __getitem__(self, grid: tuple[int, ...]) -> Any:
+        self.grids.append(grid)
+        return self.kernel[grid]
+
+
+@pytest.mark.parametrize(("expr", "kernel"), _COLUMN_SPELLINGS)
+@fresh_python
+def test_a_column_reduction_split_over_the_rows_matches_torch(tmp_path, expr, kernel):
+    source, _, _ = _generate(tmp_path, COLUMN.format(expr=expr), "[torch.randn(48, 40)]")
+    assert "def _column_splits(" in source  # the split is chosen by the code tested above
+    ref, new = _modules(source)
+    generated = type(new).forward.__globals__
+    launches = generated[kernel] = _Launches(generated[kernel])
+    with torch.no_grad():
+        new(torch.randn(48, 40))
+    assert launches.grids == [(1, 1)]  # short: one launch, all the rows
+    # Two splits, the second ragged (320 + 280 rows); 4 (320 x 3 + 140) over two blocks of columns;
+    # two of exactly 256; 5 of 1500 rows of 7 columns.
+    shapes = {(600, 40): (1, 2), (1100, 70): (2, 4), (512, 3): (1, 2), (1500, 7): (1, 5)}
+    for shape, grid in shapes.items():
+        launches.grids.clear()
+        _compare(ref, new, torch.randn(shape))  # float32, and the gradient
+        assert launches.grids == [grid, (grid[0], 1)]  # the splits' partial sums, then their sum
+    with torch.no_grad():
+        for shape in shapes:
+            x = torch.randn(shape)
+            assert torch.equal(new(x), new(x))  # no atomics: the same bits every call
+            x = x.bfloat16()
+            got = new(x)
+            assert got.dtype == torch.bfloat16 and got.shape == ref(x).shape
+            want = ref(x.float()).bfloat16()  # summed in float32, as the kernel does
+            torch.testing.assert_close(got.float(), want.float(), rtol=1e-2, atol=1e-4)
+            assert torch.equal(got, new(x))
 
 
 @pytest.mark.parametrize(

@@ -1,13 +1,25 @@
-"""Column reductions for the ``template`` generator: ``x.sum(dim=0)`` of a 2-D input, one kernel.
+"""Column reductions for the ``template`` generator: ``x.sum(dim=0)`` of a 2-D input.
 
 The template's own kernels (``lowering.py``) reduce over the last dimension: one program per row. A
 sum over the first dimension of a 2-D input (a batch's feature totals: ``x.sum(dim=0)``,
-``x.sum(-2)``, ``torch.sum(x, 0, keepdim=True)``, and ``x.mean(dim=0)``) comes here instead. Each
-program owns ``BLOCK_N`` columns and walks down the rows ``BLOCK_M`` at a time, adding each block
-into a float32 accumulator of ``BLOCK_M x BLOCK_N``: every load reads ``BLOCK_N`` neighbouring
-elements of a row, so the reads are coalesced along it. The accumulator's rows are added up at the
-end and one value per column is stored, in the input's dtype (torch's for a float sum or mean); a
-mean divides by the number of rows. Nothing is atomic: the same inputs give the same bits.
+``x.sum(-2)``, ``torch.sum(x, 0, keepdim=True)``, and ``x.mean(dim=0)``) comes here instead.
+
+One kernel, launched once or twice. Its programs form a 2-D grid: blocks of ``BLOCK_N`` columns by
+splits of the rows. Each program walks down its split's rows ``BLOCK_M`` at a time, adding each
+block into a float32 accumulator of ``BLOCK_M x BLOCK_N``: every load reads ``BLOCK_N``
+neighbouring elements of a row, so the reads are coalesced along it. The accumulator's rows are
+added up at the end, giving one value per column.
+
+How many splits is chosen on the host from the shape (``_column_splits``, whose source the
+generated module holds): enough that the blocks of columns times the splits make about four
+programs per multiprocessor (the device's count on CUDA, 132 otherwise), each split at least 256
+rows and a multiple of 64 of them (the last one may hold fewer). With one split (a short input, or
+one whose columns alone make enough programs) the kernel's programs take all the rows and store
+the result directly, in the input's dtype (torch's for a float sum or mean); a mean divides by the
+number of rows. With more, each program stores its float32 sums into row ``j`` of a
+``[splits, n_cols]`` workspace, and a second launch of the same kernel reduces the workspace's
+columns (its rows added in a fixed order), divides for a mean and stores in the input's dtype.
+Nothing is atomic: the same inputs give the same bits.
 
 The backward broadcasts the upstream gradient over the rows (divided by the number of rows for a
 mean), elementwise over the input's shape; both launches are custom ops in a
@@ -22,6 +34,7 @@ floating point.
 from __future__ import annotations
 
 import ast
+import inspect
 import textwrap
 from typing import Any
 
@@ -117,20 +130,33 @@ def _settings(trace: dict[str, Any]) -> tuple[str, str, bool]:
 
 _KERNEL = """
 @triton.jit
-def {name}(x_ptr, out_ptr, n_rows, n_cols, M_BUCKET, N_BUCKET, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    # Each program owns BLOCK_N columns and walks down the rows BLOCK_M at a time: each load reads
-    # BLOCK_N neighbouring elements of BLOCK_M rows, coalesced along the rows.
+def {name}(
+    x_ptr, out_ptr, n_rows, n_cols, rows_per_split, count, M_BUCKET, N_BUCKET,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, PARTIAL: tl.constexpr,
+):
+    # Program (i, j) owns the BLOCK_N columns of block i and the rows of split j (rows_per_split of
+    # them, fewer in the last split; all the rows with one split) and walks down them BLOCK_M at a
+    # time: each load reads BLOCK_N neighbouring elements of BLOCK_M rows, coalesced along the rows.
     pid = tl.program_id(0).to(tl.int64)
+    split = tl.program_id(1).to(tl.int64)
     cols = pid * BLOCK_N + tl.arange(0, BLOCK_N)
     col_mask = cols < n_cols
+    first = split * rows_per_split
+    last = tl.minimum(first + rows_per_split, n_rows)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for start in range(0, n_rows, BLOCK_M):
+    for start in range(first, last, BLOCK_M):
         rows = start + tl.arange(0, BLOCK_M).to(tl.int64)
-        mask = (rows[:, None] < n_rows) & col_mask[None, :]
+        mask = (rows[:, None] < last) & col_mask[None, :]
         x = tl.load(x_ptr + rows[:, None] * n_cols + cols[None, :], mask=mask, other=0.0)
         acc += x.to(tl.float32)
-    total = tl.sum(acc, axis=0){scale}
-    tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=col_mask)
+    total = tl.sum(acc, axis=0)
+    if PARTIAL:
+        # The split's float32 sums: row j of the [splits, n_cols] workspace.
+        tl.store(out_ptr + split * n_cols + cols, total, mask=col_mask)
+    else:
+        # The result (count: the rows of the input, which a mean divides by).
+        total = total{scale}
+        tl.store(out_ptr + cols, total.to(out_ptr.dtype.element_ty), mask=col_mask)
 """
 _BACKWARD_KERNEL = """
 @triton.jit
@@ -143,10 +169,32 @@ def {backward}(d_out_ptr, d_x_ptr, n_elements, n_rows, n_cols, BLOCK_SIZE: tl.co
     tl.store(d_x_ptr + offsets, d.to(d_x_ptr.dtype.element_ty), mask=mask)
 """
 
-# On CUDA the forward is tuned per size over the block of columns a program owns (fewer columns:
+
+def _column_splits(n_rows: int, n_cols: int, multiprocessors: int) -> tuple[int, int]:
+    """(splits, rows per split) for the column reduction of an n_rows x n_cols input.
+
+    Enough splits of the rows that the blocks of 64 columns (a typical BLOCK_N) times the splits
+    make about 4 programs per multiprocessor, each split holding at least 256 rows (fewer would
+    spend more on the workspace and the second launch than they gain) and a multiple of 64 of them
+    (the largest BLOCK_M, so a split starts on a block of rows whatever the tuning picks); the last
+    split holds what is left. One split, of all the rows, when the columns alone make enough
+    programs or the input is short.
+    """
+    column_blocks = max(1, -(-n_cols // 64))
+    splits = min(-(-4 * multiprocessors // column_blocks), n_rows // 256)
+    if splits <= 1:
+        return 1, n_rows
+    rows_per_split = -(-n_rows // splits)
+    rows_per_split = -(-rows_per_split // 64) * 64
+    return -(-n_rows // rows_per_split), rows_per_split
+
+
+# On CUDA the kernel is tuned per size over the block of columns a program owns (fewer columns:
 # more programs), the block of rows a step reads, and num_warps, keyed on the sizes rounded up to
-# powers of two. Under the Triton interpreter, where timing settings means nothing, a plain launch.
-# The backward is elementwise, with the template's plain launch (it is not tuned yet).
+# powers of two and on whether it writes partial sums. Under the Triton interpreter, where timing
+# settings means nothing, a plain launch. The second launch, which adds the splits' partial sums
+# (a few rows of float32 per column), always takes the plain launch. The backward is elementwise,
+# with the template's plain launch (it is not tuned yet).
 _LAUNCH = '''
 {name}_autotuned = triton.autotune(
     configs=[
@@ -154,18 +202,38 @@ _LAUNCH = '''
         for m, n in ((32, 32), (64, 32), (32, 64), (64, 64), (16, 128), (32, 128), (8, 256))
         for w in (4, 8)
     ],
-    key=["M_BUCKET", "N_BUCKET"],
+    key=["M_BUCKET", "N_BUCKET", "PARTIAL"],
 )({name})
 
 
-def _column_launch_config(n_rows, n_cols, on_cuda):
-    """(kernel, grid, settings) for one program per block of BLOCK_N columns."""
-    buckets = {{"M_BUCKET": triton.next_power_of_2(n_rows), "N_BUCKET": triton.next_power_of_2(n_cols)}}
-    if on_cuda and isinstance({name}, triton.JITFunction):
-        grid = lambda meta: (triton.cdiv(n_cols, meta["BLOCK_N"]),)
-        return {name}_autotuned, grid, buckets
-    config = {{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4, **buckets}}
-    return {name}, (triton.cdiv(n_cols, 64),), config
+def _column_launch(x, out, n_rows, n_cols):
+    """The column {op} of x (n_rows x n_cols, contiguous) into out (n_cols values).
+
+    With one split (_column_splits), one launch writes out. With more, the first launch writes each
+    split's float32 sums into a [splits, n_cols] workspace and a second launch of the same kernel
+    adds the workspace's rows, column by column, in a fixed order, into out.
+    """
+    multiprocessors = 132
+    if x.is_cuda:
+        multiprocessors = torch.cuda.get_device_properties(x.device).multi_processor_count
+    splits, rows_per_split = _column_splits(n_rows, n_cols, multiprocessors)
+    partial = splits > 1
+    sums = torch.empty((splits, n_cols), dtype=torch.float32, device=x.device) if partial else out
+    settings = {{
+        "M_BUCKET": triton.next_power_of_2(n_rows),
+        "N_BUCKET": triton.next_power_of_2(n_cols),
+        "PARTIAL": partial,
+    }}
+    plain = {{"BLOCK_M": 32, "BLOCK_N": 64, "num_warps": 4}}
+    if x.is_cuda and isinstance({name}, triton.JITFunction):
+        grid = lambda meta: (triton.cdiv(n_cols, meta["BLOCK_N"]), splits)
+        {name}_autotuned[grid](x, sums, n_rows, n_cols, rows_per_split, n_rows, **settings)
+    else:
+        grid = (triton.cdiv(n_cols, plain["BLOCK_N"]), splits)
+        {name}[grid](x, sums, n_rows, n_cols, rows_per_split, n_rows, **settings, **plain)
+    if partial:
+        grid = (triton.cdiv(n_cols, plain["BLOCK_N"]), 1)
+        {name}[grid](sums, out, splits, n_cols, splits, n_rows, 0, 0, PARTIAL=False, **plain)
 '''
 
 
@@ -177,8 +245,7 @@ def _ops(op: str, keepdim: bool, name: str, backward: str) -> tuple[str, str, st
         "    x = x.contiguous()",
         "    n_rows, n_cols = x.shape",
         f"    out = torch.empty({shape}, dtype=x.dtype, device=x.device)",
-        "    kernel, grid, config = _column_launch_config(n_rows, n_cols, x.is_cuda)",
-        "    kernel[grid](x, out, n_rows, n_cols, **config)",
+        "    _column_launch(x, out, n_rows, n_cols)",
         "    return out",
     ]
     forward_fake = [
@@ -236,12 +303,12 @@ def render_module(
         raise Unsupported(f"the reduced input {arg!r} is not an argument of forward")
     name, bwd_name = f"_column_{op}_fwd_kernel", f"_column_{op}_bwd_kernel"
     fn = f"_Column{op.capitalize()}Function"
-    scale = " / n_rows" if op == "mean" else ""
     per_row = ", divided by the number of rows" if op == "mean" else ""
-    kernels = [_KERNEL.format(name=name, scale=scale)]
+    kernels = [_KERNEL.format(name=name, scale=" / count" if op == "mean" else "")]
     forward_op, backward_op, fwd, bwd = _ops(op, keepdim, name, bwd_name)
     ops = [forward_op]
     if backward:
+        scale = " / n_rows" if op == "mean" else ""
         kernels.append(_BACKWARD_KERNEL.format(backward=bwd_name, op=op, scale=scale, per_row=per_row))
         ops += [backward_op, _function(fn, fwd, bwd, name, bwd_name)]
     guards = Kernel([], arg, guards=read_guards(trace))
@@ -256,11 +323,12 @@ def render_module(
     forward += wrap(f"return {fwd}", [arg], "    ")
     also = f", and its backward, {bwd_name}" if backward else ""
     doc = (
-        f'"""{problem.class_name} as one Triton kernel, {name} (one program per block of columns){also}.\n'
+        f'"""{problem.class_name} as one Triton kernel, {name} (programs over blocks of columns and splits\n'
+        f"of the rows; a second launch of it adds the splits' partial sums){also}.\n"
         'Each launch is a custom op, so torch.compile(fullgraph=True) takes the module as it is."""'
     )
-    launch = _LAUNCH.format(name=name)
-    source = custom_op_module(problem.class_name, parts, doc, [*kernels, launch, *ops], forward)
+    launch = [inspect.getsource(_column_splits), _LAUNCH.format(name=name, op=op)]
+    source = custom_op_module(problem.class_name, parts, doc, [*kernels, *launch, *ops], forward)
     return source, name, bwd_name if backward else None
 
 
