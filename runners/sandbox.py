@@ -349,13 +349,6 @@ def bwrap_args(
         system += _install_dirs(tool)
     for path in _covering(system, system=True):
         args += ["--ro-bind", path, path]
-    # Never a folder that holds the temp folder (every sandbox's and judge's files): only the files named.
-    shared_tmp = os.path.realpath(tempfile.gettempdir())
-    named = [str(p) for p in readable if not _inside(shared_tmp, os.path.realpath(p))]
-    for path in _covering(named, system=False):
-        args += ["--ro-bind", path, path]
-        if os.path.isdir(path):
-            args += _masks(path)
     args += ["--proc", "/proc"]
     for path in _PROC_READ_ONLY:  # its /proc is its own; these parts of it are the host kernel's
         args += ["--ro-bind-try", path, path]
@@ -367,6 +360,15 @@ def bwrap_args(
         args += ["--ro-bind-try", "/sys", "/sys"]
     else:
         args += ["--ro-bind-try", "/sys/devices/system/cpu", "/sys/devices/system/cpu"]
+    # The files named, after the private /dev/shm: a temp folder held in memory there (TMPDIR under
+    # /dev/shm) is then bound over it rather than hidden by it. Never a folder that holds the temp
+    # folder (every sandbox's and judge's files): only the files named.
+    shared_tmp = os.path.realpath(tempfile.gettempdir())
+    named = [str(p) for p in readable if not _inside(shared_tmp, os.path.realpath(p))]
+    for path in _covering(named, system=False):
+        args += ["--ro-bind", path, path]
+        if os.path.isdir(path):
+            args += _masks(path)
     args += ["--remount-ro", "/dev", "--bind", workdir, workdir, "--chdir", workdir, "--remount-ro", "/"]
     return args
 

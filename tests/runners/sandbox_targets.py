@@ -127,6 +127,15 @@ def where_am_i(req: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def read_and_list(req: dict[str, Any]) -> dict[str, Any]:
+    """The named file's text, and what the sandbox's /dev/shm holds."""
+    with open(req["path"]) as fh:
+        text = fh.read()
+    with open("written", "w") as fh:
+        fh.write("ok")
+    return {"text": text, "shm": sorted(os.listdir("/dev/shm")), "cwd": os.getcwd()}
+
+
 def two_phase(req: dict[str, Any]) -> Any:
     """Yields midway: the parent's follow-up comes back in; a second yield gets None (one round)."""
     follow = yield {"phase": 1, "pid": os.getpid()}

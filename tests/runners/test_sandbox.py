@@ -8,8 +8,11 @@ import secrets
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import pytest
 
 from runners import sandbox
 from runners.sandbox import Limits
@@ -316,6 +319,30 @@ def test_cwd_is_a_fresh_temp_dir_that_is_also_home():
         assert ".request.json" not in p["listing"]  # the request comes over a pipe, never as a file
         assert not Path(p["cwd"]).exists()  # and the folder is gone afterwards
     assert first.payload["cwd"] != second.payload["cwd"]
+
+
+def test_a_temp_folder_held_in_memory_works_and_the_rest_of_dev_shm_stays_hidden(monkeypatch):
+    """TMPDIR under /dev/shm (the engine's files in memory): the sandbox's private /dev/shm must not
+    hide the files it is given there, nor show it anything else of the host's /dev/shm."""
+    if not os.path.isdir("/dev/shm") or not os.access("/dev/shm", os.W_OK):
+        pytest.skip("no writable /dev/shm here")
+    with tempfile.TemporaryDirectory(dir="/dev/shm", prefix="kernelize-test-") as folder:
+        other = Path(tempfile.mkstemp(dir="/dev/shm", prefix="kernelize-other-")[1])
+        try:
+            monkeypatch.setattr(tempfile, "tempdir", folder)
+            given = Path(folder) / "inputs.txt"
+            given.write_text("the judge's inputs")
+            limits = Limits(timeout_s=30, memory_mb=2048)
+            request = {"path": str(given)}
+            res = sandbox.run(f"{TARGETS}:read_and_list", request, limits, readable=[*TESTS, given])
+            assert res.outcome == "ok", res.reason
+            assert res.payload["text"] == "the judge's inputs"
+            assert res.payload["cwd"].startswith(folder + "/")
+            if not sandbox.isolation_problem():  # isolated: only the named file and its own folder
+                assert other.name not in res.payload["shm"]
+                assert res.payload["shm"] == [Path(folder).name]
+        finally:
+            other.unlink()
 
 
 def test_a_generator_target_gets_one_follow_up_from_the_parent():
