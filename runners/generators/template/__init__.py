@@ -48,8 +48,10 @@ keyed on ``n_cols``, BLOCK_SIZE holding the row); under the Triton interpreter
 (``triton.jit`` then gives no ``JITFunction``), a plain launch with fixed
 settings, since timing configs there means nothing. The generated module reads
 no environment variables: the static screen forbids it. A sum or mean over the
-first dimension of a 2-D input (``x.sum(dim=0)``) goes to ``columns.py``: one
-program per block of columns, walking down the rows; a masked mean over dim 1 of a ``[B, S, H]``
+first dimension of a 2-D input (``x.sum(dim=0)``) goes to ``columns.py``: a 2-D
+grid of column blocks by row splits, each program walking down its split's rows; a tall input's
+splits write float32 partial sums into a ``[splits, n_cols]`` workspace that a second launch of
+the same kernel adds up per column in a fixed order; a masked mean over dim 1 of a ``[B, S, H]``
 input (``sum(x * mask, 1) / clamp(mask.sum(1), min=eps)``) to ``pooling.py``. Other reductions over other
 dimensions, views and reshapes, and per-row tensors other than reductions are
 future work. A graph with matrix products (``nn.Linear``, ``F.linear``, ``x @ W``)
