@@ -6,7 +6,8 @@ smaller one it is right. Before a candidate is suggested (``runners/chosen.py``)
 one more call: the normal family's inputs with the leading dimension scaled (every input that
 shares it) until one tensor has more than 2^31 elements, drawn from its own seed. The original
 runs on it once per module in a reference runner of its own, each candidate to be suggested in
-a runner of its own: forward only, outputs only (no float64 copy, no inputs written back: each
+a runner of its own (the first one beside the original's, both reading the same inputs file):
+forward only, outputs only (no float64 copy, no inputs written back: each
 tensor is several GiB), and the judge compares the outputs like any other family
 (``verify.compare``, chunk by chunk in float64).
 
@@ -34,6 +35,7 @@ import shutil
 import sys
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -225,6 +227,8 @@ class Family:
         self.reference: Any = None  # the original's reply to the call
         self._blob: Any = b""
         self.spent: dict[str, float] = {}  # seconds by part (the inputs, the original, ...), for the log
+        self._pool: ThreadPoolExecutor | None = None  # the original's run, beside the first candidate's
+        self._original: Future[str] | None = None
 
     def _add(self, part: str, since: float) -> float:
         now = time.monotonic()
@@ -241,6 +245,7 @@ class Family:
         assert self.call is not None
         path = self.dir / CANDIDATE
         begun = time.monotonic()
+        # For the first candidate, the original runs beside it (both only read the inputs file).
         res = sandbox.run(
             "runners.above_int32:candidate_target",
             {**req, "judge": self._request("candidate", CANDIDATE).to_dict()},
@@ -252,6 +257,20 @@ class Family:
             readable=[*readable, str(self.dir / INPUTS)],
         )
         begun = self._add("candidate", begun)
+        try:
+            why = self._original_done()
+        except BaseException:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self.close()
+            raise
+        if why:
+            with contextlib.suppress(OSError):
+                path.unlink()
+            self.skipped = why
+            self.close()
+            return Outcome("skipped", why)
+        begun = self._add("waiting for the original", begun)
         try:
             return self._compare(res, tf32)
         finally:
@@ -287,7 +306,8 @@ class Family:
             self._release()
 
     def _prepare(self) -> str:
-        """Plan the call and run the original on it; '' or why the family is skipped.
+        """Plan the call, write its inputs and start the original on them (in a thread of its own:
+        :meth:`_original_done` waits for it); '' or why the family is skipped.
 
         The host's lock is taken before the free-space check. It stays held while the family's
         files are on disk: the inputs and the original's outputs until :meth:`close`, each
@@ -308,7 +328,7 @@ class Family:
             return held
         self._lock_fd = held
         try:
-            why = self._run_original(specs, max([*sizes, out_bytes]))
+            why = self._start(specs, max([*sizes, out_bytes]))
         except BaseException:
             self.close()
             raise
@@ -316,10 +336,9 @@ class Family:
             self.close()
         return why
 
-    def _run_original(self, specs: list[Spec], largest: int) -> str:
-        """With the host's lock held: check that the family fits, write its inputs and run the
+    def _start(self, specs: list[Spec], largest: int) -> str:
+        """With the host's lock held: check that the family fits, write its inputs and start the
         original on them; '' or why the family is skipped."""
-        judge = self.judge
         self._release()
         why = shortfall(
             need(self.input_bytes, self.output_bytes, largest, in_memory(self.dir)),
@@ -331,8 +350,27 @@ class Family:
             return why
         self.shapes = inputs.tensor_shapes(specs)
         begun = time.monotonic()
-        self.call = Call("call 0", self._write(specs, judge.seed + 31))
-        begun = self._add("inputs", begun)
+        call = Call("call 0", self._write(specs, self.judge.seed + 31))
+        self._add("inputs", begun)
+        self.call = call
+        self._pool = ThreadPoolExecutor(1, thread_name_prefix="kernelize-family")
+        self._original = self._pool.submit(self._run_original)
+        return ""
+
+    def _original_done(self) -> str:
+        """Wait for the original's run (once); '' or why the family is skipped. Its exception,
+        if it raised, is raised here."""
+        if self._original is None:
+            return ""
+        try:
+            return self._original.result()
+        finally:
+            self._original = None
+
+    def _run_original(self) -> str:
+        """The original on the family's inputs, in its runner; '' or why the family is skipped."""
+        judge = self.judge
+        begun = time.monotonic()
         res = sandbox.run(
             "runners.above_int32:reference_target",
             self._request("reference", REFERENCE).to_dict(),
@@ -404,8 +442,16 @@ class Family:
         return sandbox.Limits(self.timeout_s, self.memory_mb + extra)
 
     def close(self) -> None:
-        """Remove the family's files, then let the host's lock go (in that order: the next
-        holder's free-space check must see their space free)."""
+        """Wait for the original's run if it is still going, remove the family's files, then let
+        the host's lock go (in that order: the next holder's free-space check must see their space
+        free)."""
+        if self._original is not None:
+            with contextlib.suppress(Exception):
+                self._original.result()
+            self._original = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
         if not isinstance(self._blob, bytes):
             self._blob.close()
             self._blob = b""

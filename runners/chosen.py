@@ -9,6 +9,9 @@ suggested gets them; one that fails is marked and the next choice is checked in 
 - on CUDA, the judge's family above 2^31 elements (``runners/above_int32.py``); on CPU it is not
   run.
 
+On CUDA both run at once, each in runners of its own; the family's outcome counts only when the
+memory check passes.
+
 What they found lands in the candidate's report: a failure becomes its status and reason; the
 memory check's result becomes a note (``memory check: ...``) and ``provenance.memory_check``; the
 family is listed with the judge's families, or with its skipped families and why.
@@ -19,6 +22,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -59,7 +63,7 @@ def check_chosen(
             if not cuda:
                 _record(best, Outcome("passed", CPU_MEMORY_CHECK), Outcome("skipped", above_int32.NOT_ON_CPU))
                 return
-            progress(f"{problem.target}: {best.id}: memory check, then {above_int32.FAMILY}")
+            progress(f"{problem.target}: {best.id}: memory check and {above_int32.FAMILY}, side by side")
             memory, offsets, seconds = _run(problem, cand, settings, env, judge, family)
             if family.spent:
                 split = ", ".join(f"{part} {sec:.1f} s" for part, sec in family.spent.items())
@@ -99,22 +103,34 @@ def _run(
         }
         readable = [*sandbox.problem_paths(problem.file, problem.root), str(path)]
         calls = judge.request("candidate", memcheck.LOG)  # the inputs file restored, too
-        start = time.monotonic()
-        memory = memcheck.check(
-            {**req, "judge": calls.to_dict()},
-            [*readable, str(judge.inputs_path)],
-            sandbox.Limits(settings.timeout_s, settings.memory_mb),
-            env,
-            settings.python,
-            len(calls.calls),
-        )
-        seconds = {"memory": time.monotonic() - start}
+        tf32 = uses_tf32_dot(cand.generated or cand.source)
+        seconds: dict[str, float] = {}
+
+        def offsets() -> Outcome:
+            begun = time.monotonic()
+            try:
+                return family.check(req, readable, tf32)
+            finally:
+                seconds["above 2^31"] = time.monotonic() - begun
+
+        # Both checks run at once, each in runners of its own: the family's outcome counts only when
+        # the memory check passes (a failed one is the verdict, and the family's work is dropped).
+        with ThreadPoolExecutor(1, thread_name_prefix="kernelize-family") as pool:
+            family_done = pool.submit(offsets)
+            start = time.monotonic()
+            memory = memcheck.check(
+                {**req, "judge": calls.to_dict()},
+                [*readable, str(judge.inputs_path)],
+                sandbox.Limits(settings.timeout_s, settings.memory_mb),
+                env,
+                settings.python,
+                len(calls.calls),
+            )
+            seconds["memory"] = time.monotonic() - start
+            got = family_done.result()
         if memory.status not in ("passed", "skipped"):
             return memory, None, seconds
-        start = time.monotonic()
-        offsets = family.check(req, readable, uses_tf32_dot(cand.generated or cand.source))
-        seconds["above 2^31"] = time.monotonic() - start
-        return memory, offsets, seconds
+        return memory, got, seconds
 
 
 def _record(best: CandidateResult, memory: Outcome, offsets: Outcome | None) -> None:

@@ -15,11 +15,12 @@ import shutil
 import stat
 import tempfile
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 
-from runners import above_int32, chosen, memcheck, sandbox
+from runners import above_int32, chosen, memcheck, pipeline, sandbox
 from runners.judge import Judge
 from runners.results import CandidateResult, Status, Verdict
 
@@ -269,12 +270,40 @@ def test_the_family_runs_the_original_once_and_compares_each_candidate(judge, tm
         assert bad.text.startswith(
             "judge, above 2^31 elements, shape [[41, 100], [41, 100]]: output: max abs"
         )
-        # Where its time went (the log's line): the inputs and the original once, each candidate twice.
-        assert list(family.spent) == ["inputs", "original", "candidate", "compare"]
-        assert all(sec > 0 for sec in family.spent.values())
+        # Where its time went (the log's line): the inputs and the original once, beside the first
+        # candidate; each candidate's run and comparison.
+        assert set(family.spent) == {"inputs", "original", "candidate", "waiting for the original", "compare"}
+        assert all(sec >= 0 for sec in family.spent.values())
+        assert family.spent["original"] > 0 and family.spent["candidate"] > 0
     finally:
         family.close()
     assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.REFERENCE))
+
+
+@pytest.mark.parametrize(("exit_status", "memory_status"), [("$rc", "passed"), ("86", "incorrect")])
+def test_the_last_checks_run_side_by_side_and_a_failed_memory_check_decides(
+    judge, tmp_path, monkeypatch, exit_status, memory_status
+):
+    """The memory check and the family run at once; the family's outcome is kept only when the
+    memory check passes."""
+    report = REPORT if exit_status == "86" else "========= ERROR SUMMARY: 0 errors\n"
+    monkeypatch.setenv(memcheck.SANITIZER_ENV, str(_stand_in(tmp_path, report, exit_status)))
+    problem = SimpleNamespace(file=judge.file, root=None, class_name="Model", build=judge.build)
+    cand = SimpleNamespace(source=HONEST.read_text(), generated="")
+    settings = pipeline.EngineSettings(device="cpu", timeout_s=120, memory_mb=4096, original_path=False)
+    family = above_int32.Family(judge, 120, 4096, ENV, None, limit=4096)
+    try:
+        memory, offsets, seconds = chosen._run(problem, cand, settings, ENV, judge, family)
+    finally:
+        family.close()
+    assert memory.status == memory_status, memory.text
+    assert set(seconds) == {"memory", "above 2^31"}
+    if memory_status == "passed":
+        assert offsets == memcheck.Outcome("passed", above_int32.FAMILY)
+    else:
+        assert offsets is None  # its run finished, and was dropped
+        assert family.reference is not None  # the original's run stands for the next choice
+    assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.CANDIDATE))
 
 
 # ---------------------------------------------------------------------------
