@@ -259,9 +259,10 @@ def _kernelize_judged(
             result = _without_wrong_backward(problem, cand, result, prep, settings, env, judge)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
+            split = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.phases.items())
             progress(
                 f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
-                f"{result.status.value}{extra}"
+                f"{result.status.value}{extra}" + (f"; {split}" if split else "")
             )
         # The choice, checked further before it is suggested (memory accesses, above 2^31 elements).
         ahead.close()
@@ -386,6 +387,26 @@ def _prepare(
     if failed:
         return {"ok": False, "reason": failed}, None
     return prep, judge
+
+
+CHECK_MARKS = ("candidate loaded", "own checks done", "judge's calls done")
+
+
+def check_split(marks: list[tuple[str, float]], wall_s: float) -> dict[str, float]:
+    """Where a candidate's runner spent its seconds, by the marks it sent (``runners/verify.py``):
+    loading the candidate (its import, after the runner's start), its own checks, the judge's
+    calls, and the rest (its timing); empty when it sent none of them."""
+    at = dict(marks)
+    names = ["loading", "own checks", "the judge's calls"]
+    out: dict[str, float] = {}
+    last = 0.0
+    for name, mark in zip(names, CHECK_MARKS, strict=True):
+        if mark not in at or at[mark] < last:
+            return out
+        out[name] = round(at[mark] - last, 3)
+        last = at[mark]
+    out["timing and the rest"] = round(max(0.0, wall_s - last), 3)
+    return out
 
 
 def build_split(clock: dict[str, float], marks: list[tuple[str, float]]) -> str:
@@ -762,11 +783,14 @@ def evaluate_candidate(
         return result
     result.reason = sandbox.untrusted_text(p.get("reason", ""))
     judged = None
+    result.phases = check_split(res.marks, res.wall_s)
     if result.status is Status.CORRECT:
         # The runner's "correct" is a claim; the judge's comparison is the verdict.
+        begun = time.monotonic()
         verdict = judge.check_file(
             p.get("judge_reply"), res.blob_path, cand.generated or cand.source, res.marks
         )
+        result.phases["judge's comparison"] = round(time.monotonic() - begun, 3)
         if verdict.status != "correct":
             result.status, result.reason = Status(verdict.status), verdict.reason
             return result

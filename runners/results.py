@@ -128,6 +128,9 @@ class CandidateResult:
     provenance: dict[str, Any] = field(default_factory=dict)
     stdout_tail: str = ""
     wall_s: float | None = None
+    # Where the check's seconds went, for the log: the runner's parts by the marks it sent (its own
+    # word, never a verdict) and the judge's comparison.
+    phases: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass

@@ -951,7 +951,9 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     before = snapshot()
 
     cls, cand = load_candidate(req, problem, before)
+    from runners.sandbox import mark  # where the check's time goes, for the log (never a verdict)
 
+    mark("candidate loaded")
     errors = Errors()
     held: list[Any] = []  # every output stays alive, poisoned, until the end
     launches: list[int] = []
@@ -1021,6 +1023,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
     args = problem.example_inputs(0)
     got = check(args, "re-check after the other checks")
     held.clear()
+    mark("own checks done")
     if req.get("judge"):
         # The judge's calls: outputs, inputs afterwards and gradients go back as bytes; the judge
         # (another process, which never imports this code) compares them and decides.
@@ -1035,6 +1038,7 @@ def _evaluate(req: dict[str, Any], result: dict[str, Any]) -> None:
             replies = runner.run_calls(
                 cand, judged.calls, data, device, writer, weights=weights, compile_calls=True
             )
+        mark("judge's calls done")
         timed: dict[str, TimingReply | None] = {"timing": None, "training_timing": None}
         for key, plan in (("timing", judged.timing), ("training_timing", judged.training_timing)):
             if plan is None:

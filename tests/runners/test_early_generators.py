@@ -67,10 +67,41 @@ def test_an_early_generator_runs_on_its_own_thread_with_the_build_and_its_candid
     assert [c.generator for c in report.candidates] == ["early", "late"]
     asked = [m.split(": ", 1)[1] for m in messages if m.endswith("for candidates")]
     assert asked == ["asking early for candidates", "asking late for candidates"]
+    # Where each candidate's check went, by its runner's marks, and the judge's comparison.
+    for row in report.candidates:
+        assert list(row.phases) == [
+            "loading",
+            "own checks",
+            "the judge's calls",
+            "timing and the rest",
+            "judge's comparison",
+        ], row.phases
+    assert any("; loading " in m and "judge's comparison" in m for m in messages)
     # Where the build's time went is logged (the CPU has no timing and no compile baseline).
     (split,) = [m for m in messages if ": build: " in m]
     assert split.endswith("compile baseline 0.0 s, timing 0.0 s"), split
     assert "start and build" in split and "inputs" in split and "original's calls" in split
+
+
+def test_a_check_is_split_by_the_runners_marks_in_order():
+    marks = [
+        ("candidate loaded", 2.0),
+        ("own checks done", 5.5),
+        ("judge's calls done", 9.0),
+        ("timing start", 9.1),
+    ]
+    assert pipeline.check_split(marks, 12.0) == {
+        "loading": 2.0,
+        "own checks": 3.5,
+        "the judge's calls": 3.5,
+        "timing and the rest": 3.0,
+    }
+    # Marks missing or out of order (a runner that failed, or one that lies): as far as they hold.
+    assert pipeline.check_split(marks[:1], 12.0) == {"loading": 2.0}
+    assert pipeline.check_split([("candidate loaded", 4.0), ("own checks done", 1.0)], 9.0) == {
+        "loading": 4.0
+    }
+    assert pipeline.check_split([], 3.0) == {}
 
 
 def test_the_build_is_split_by_the_runners_marks():
