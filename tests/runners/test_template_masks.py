@@ -1,7 +1,8 @@
 """The template's masks and other tensors that broadcast against the input: nanoGPT's causal mask (a
 buffer sliced to the sequence, ``masked_fill`` with -inf), a padding mask of ``[B, 1, 1, T]`` filled
 with ``torch.finfo(dtype).min`` (the trace reads the input's dtype as a value, and forward checks it),
-a per-head ``[H, 1, 1]`` parameter with its gradient; and what it declines, by name.
+a per-head ``[H, 1, 1]`` parameter with its gradient, ALiBi's penalty and a causal mask built from
+``torch.arange`` of the input's size (index coordinates in the kernel); and what it declines, by name.
 
 Generated as the engine does and run in a fresh Python under Triton's interpreter against PyTorch in
 float64, outputs and gradients (``test_template_reductions``' helpers).
@@ -82,3 +83,81 @@ def test_what_a_mask_cannot_take_is_declined(tmp_path, expr, message):
     """
     with pytest.raises(Unsupported, match=message):
         _generate(tmp_path, body, "[torch.randn(2, 3, 4, 4), torch.rand(3, 4, 4) > 0.5]")
+
+
+ALIBI = """
+class M(nn.Module):
+    def __init__(self, heads):
+        super().__init__()
+        self.slopes = nn.Parameter(0.5 ** torch.arange(1, heads + 1).float().view(heads, 1, 1))
+
+    def forward(self, scores):
+        T = scores.size(-1)
+        pos = torch.arange(T, device=scores.device)
+        distance = (pos[None, :] - pos[:, None]).abs().to(scores.dtype)
+        return torch.softmax(scores - self.slopes * distance, dim=-1)
+"""
+
+
+@fresh_python
+def test_alibi_and_a_causal_mask_from_arange_match_torch(tmp_path):
+    source, name, backward = _generate(tmp_path, ALIBI, "[torch.randn(2, 2, 8, 8)]", "[2]")
+    assert (name, backward) == ("_softmax_fwd_kernel", "_softmax_bwd_kernel")
+    assert "coord_3.to(tl.float32) " not in source and "coord_2.to(tl.float32)" in source
+    ref, new = _modules(source, (2,))
+    for shape in [(2, 2, 8, 8), (1, 2, 13, 13), (3, 2, 1, 1)]:
+        _compare_floats(ref, new, torch.randn(shape) * 3)  # the slopes' gradient too, summed back
+    with pytest.raises(
+        NotImplementedError, match=r"torch\.arange\(scores\.shape\[-1\]\) as the index of dim"
+    ):
+        new(torch.randn(2, 2, 4, 8))  # the positions along dimension 2 count to the last one's size
+    body = """
+    class M(nn.Module):
+        def forward(self, x):
+            pos = torch.arange(0, x.shape[2], device=x.device)
+            future = pos[..., None] < pos[None]
+            return F.softmax(x.masked_fill(future, float("-inf")), dim=-1)
+    """
+    source, _, _ = _generate(tmp_path, body, "[torch.randn(2, 6, 6)]")
+    ref, new = _modules(source)
+    for shape in [(2, 6, 6), (3, 9, 9)]:
+        _compare_floats(ref, new, torch.randn(shape))
+
+
+@pytest.mark.parametrize(
+    ("expr", "message"),
+    [
+        ("torch.arange(8)[None, :] * scores", r"self\._tensor_constant0 is a tensor created in forward"),
+        (
+            "torch.arange(T // 1)[None, :] * scores",
+            r"unsupported arange of floordiv: only torch\.arange\(n\), n a size of an input",
+        ),
+        ("torch.arange(T, dtype=torch.float16) * scores", r"unsupported arange of dtype"),
+        (
+            "(torch.arange(T)[None, :] - torch.arange(T)[:, None]) / 2 * scores",
+            r"unsupported division of integer",
+        ),
+        ("torch.arange(T) * 0.5 * scores", r"unsupported arithmetic of integer positions with 0\.5"),
+        (
+            "torch.arange(T).exp() * scores",
+            r"unsupported exp of integer positions: cast them with \.to\(\) first",
+        ),
+        (
+            "torch.arange(T)[1:] * scores[..., 1:]",
+            r"unsupported indexing of torch\.arange with .*: only None and \[:\]",
+        ),
+        (
+            "scores.to(scores.device)",
+            r"unsupported use of scores\.device by node 'to': only as a device= argument",
+        ),
+    ],
+)
+def test_what_positions_cannot_be_is_declined(tmp_path, expr, message):
+    body = f"""
+    class M(nn.Module):
+        def forward(self, scores):
+            T = scores.size(-1)
+            return torch.softmax({expr}, dim=-1)
+    """
+    with pytest.raises(Unsupported, match=message):
+        _generate(tmp_path, body, "[torch.randn(2, 3, 8, 8)]")

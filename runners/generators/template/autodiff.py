@@ -224,13 +224,16 @@ def adjoints(
     """(statements, adjoint of each leaf that gets one) for the gradient ``seed`` of ``output``.
 
     ``leaves`` are the loaded values; ``vectors`` the loaded values that are vectors (all, in a
-    row kernel); ``constant`` the names whose values are not differentiable (boolean loads);
+    row kernel) and the index vectors they are read at; ``constant`` the leaves whose values are not
+    differentiable (boolean loads); a statement is differentiable where it reads a differentiable
+    value, so nothing is written for values computed from indices or constants alone;
     ``fresh`` gives unused names. Raises NoDerivative for anything without a rule."""
-    computed = {s.var for s in body}
-    differentiable = (leaves | computed) - constant
-    for s in body:
+    differentiable = leaves - constant
+    for s in body:  # what a differentiable value reaches (not a comparison: piecewise constant)
         if s.reduce is None and isinstance(pyast.parse_expr(s.expr).body, ast.Compare):
-            differentiable.discard(s.var)
+            continue
+        if _names(s.expr) & differentiable:
+            differentiable.add(s.var)
     vector = set(vectors)
     for s in body:  # a statement is a vector when it reads one (a reduction is per row)
         if s.reduce is None and _names(s.expr) & vector:

@@ -115,6 +115,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
     seed = "d_out"  # reserved: no value of the graph takes it
     per_row = {load.var for load in kernel.loads if load.kind == ROW}  # one value per row: not lanes
     vectors = (leaves - per_row) | {"offsets", "cols", "mask"} | ({seed} if out.kind == FULL else set())
+    vectors |= {f"coord_{d}" for d in range(len(kernel.shape))} if kernel.coordinates else set()
     try:
         adjoint_lines, adjoint = autodiff.adjoints(body, out.name, seed, leaves, vectors, constant, fresh)
     except autodiff.NoDerivative as exc:

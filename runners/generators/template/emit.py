@@ -265,10 +265,10 @@ def channel_lines(kernel: Kernel) -> list[str]:
 
 
 def broadcast_sizes(kernel: Kernel) -> list[str]:
-    """The sizes and strides a kernel with broadcast tensors takes: each dimension of S, and each such
-    tensor's strides over them."""
+    """The sizes and strides a kernel with broadcast tensors or coordinates takes: each dimension of S,
+    and each such tensor's strides over them."""
     loads = [load for load in kernel.loads if load.kind == BCAST]
-    if not loads:
+    if not loads and not kernel.coordinates:
         return []
     return [*(f"size_{d}" for d in range(len(kernel.shape))), *(s for load in loads for s in load.strides)]
 
@@ -276,7 +276,7 @@ def broadcast_sizes(kernel: Kernel) -> list[str]:
 def broadcast_values(kernel: Kernel, main: str, passed: dict[str, str]) -> list[str]:
     """forward's values of ``broadcast_sizes``: ``passed`` holds each broadcast load's expanded view."""
     loads = [load for load in kernel.loads if load.kind == BCAST]
-    if not loads:
+    if not loads and not kernel.coordinates:
         return []
     ndim = len(kernel.shape)
     sizes = [f"{main}.shape[{d}]" for d in range(ndim)]

@@ -76,6 +76,9 @@ class Kernel:
     # (sample, group) one row of ``main.numel() // (main.shape[0] * groups)`` elements; "" for rows of
     # the last dimension
     groups: str = ""
+    # whether the body reads the coordinates of each element (``coord_0`` ... over S's dimensions, from
+    # ``size_0`` ...): ``torch.arange`` of an input's size, placed along one of them
+    coordinates: bool = False
 
     @property
     def rows(self) -> bool:

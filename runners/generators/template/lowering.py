@@ -3,14 +3,22 @@
 
 :class:`Builder` walks the graph once, in order, and turns each node into kernel statements through a
 handler per op (``ops.py`` names the ops and their Triton expressions): pointwise ops, reductions over
-the last dimension, the two halves of a gated activation's input, and the numbers forward reads
-from the module. Anything else raises ``Unsupported`` naming the op and its node. The matrix products
-(``products.py``) and the tables (``tables.py``) subclass it for their own walks.
+the last dimension, the two halves of a gated activation's input, index coordinates, and the numbers
+forward reads from the module. Anything else raises ``Unsupported`` naming the op and its node. The
+matrix products (``products.py``) and the tables (``tables.py``) subclass it for their own walks.
+
+Index coordinates: ``torch.arange(n)`` of an input's size (``x.size(-1)``), with dimensions of 1 added
+(``pos[None, :] - pos[:, None]``, ALiBi's distances, a causal mask's comparison), lines up with one
+dimension of the input's shape S; the kernel computes that coordinate from each element's offset, in
+float32, and forward refuses inputs where that dimension's size is not ``n``. Integer positions stay
+integers (negation, ``abs``, sums and differences, comparisons) until cast with ``.to()``. ``x.device``
+is taken only as a ``device=`` argument (the kernel runs on the input's device).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -32,6 +40,7 @@ from runners.generators.template.ops import (
     CHANNEL,
     COL,
     COMPARE,
+    DEVICE,
     DTYPE,
     FLOAT_DTYPES,
     FULL,
@@ -40,6 +49,7 @@ from runners.generators.template.ops import (
     INT_DTYPES,
     OTHER,
     PAIR,
+    POSITIONS,
     POW,
     READ_AT_CALL_TIME,
     ROW,
@@ -57,8 +67,13 @@ from runners.generators.template.ops import (
 # Names the kernels use for themselves: no value of the graph takes them.
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
-    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET""".split()
-)
+    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest""".split()
+) | {f"{name}_{d}" for name in ("coord", "size") for d in range(8)}
+# A size of an input as forward reads it (``x.shape[-1]``): what ``torch.arange`` may count to.
+_INPUT_SIZE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\.shape\[-?[0-9]+\]")
+_INTEGER_ATOMS = frozenset(f"torch.{d}" for d in INT_DTYPES)
+# Ops that keep integer positions integers, exactly as float32 holds them below 2**24.
+_INTEGER_UNARY = ("neg", "abs", "relu", "square")
 
 
 def _literal(value: float | int) -> str:
@@ -135,6 +150,7 @@ class Builder:
             "getattr": self.getattr,
             "chunk": self._chunk,
             "split": self._split,
+            "arange": self._arange,
             "size": self._size,
             "floordiv": self._floordiv,
         }
@@ -164,9 +180,11 @@ class Builder:
             self.label = f"node {node['name']!r}"
             if node["op"] == "placeholder":
                 self.values[node["name"]] = self._placeholder(node)
-            elif node["op"] == "get_attr":
+            elif node["op"] == "get_attr":  # torch.fx keeps a tensor made once, when traced, as a buffer
+                made = node["target"].startswith("_tensor_constant")
+                role = "constant" if made else node.get("kind", "constant")
                 self.values[node["name"]] = self.tensor_source(
-                    node["name"], node, on_self(node["target"]), node.get("kind", "constant")
+                    node["name"], node, on_self(node["target"]), role
                 )
             elif node["op"] == "output":
                 self.output(node)
@@ -252,10 +270,10 @@ class Builder:
         is_bool = dtype == "bool"
         if dtype in INT_DTYPES and role == "input":  # loaded only by an op that takes integers
             return Value(var, INDEX, (f"{source}.dtype",), shape=shape, source=source, example=dtype)
+        if role == "constant":  # torch.arange(8): made once, when traced
+            raise Unsupported(f"{source} is a tensor created in forward")
         if not is_bool and dtype not in FLOAT_DTYPES:
             raise Unsupported(f"{role} {source} is a {dtype or 'non-tensor'} value; only floating tensors")
-        if role == "constant":
-            raise Unsupported(f"{source} is a tensor created in forward")
         s = self.kernel.shape
         if shape == s:
             kind = FULL
@@ -318,6 +336,8 @@ class Builder:
         """A value an op computes with: a node, a number, or a number read from the module."""
         if isinstance(arg, dict) and "node" in arg:
             value = self.values[arg["node"]]
+            if value.kind == POSITIONS:
+                value = self.values[arg["node"]] = self.place(arg["node"], value)
             if (
                 value.kind == OTHER
                 and value.source is not None
@@ -339,7 +359,7 @@ class Builder:
                     f"input {value.source} is a {value.example} integer tensor: "
                     "only class indices of cross_entropy"
                 )
-            if value.kind in (DTYPE, PAIR, HALVES, SHAPE, SIZE):
+            if value.kind in (DTYPE, PAIR, HALVES, SHAPE, SIZE, DEVICE):
                 raise self.fail(f"unsupported {what} {arg['node']}")
             return value
         if isinstance(arg, dict) and "param" in arg:
@@ -455,6 +475,14 @@ class Builder:
         return value
 
     def result(self, expr: str, operands: list[Value], is_bool: bool = False) -> Value:
+        tensors = [v for v in operands if v.kind != SCALAR and not v.is_bool]
+        if not is_bool and tensors and all(_integer(v) for v in tensors):
+            for v in operands:
+                if v.kind == SCALAR and not re.fullmatch(r"-?[0-9]+", v.name):
+                    raise self.fail(
+                        f"unsupported arithmetic of integer positions with {self.number(v)}: "
+                        "cast them with .to() first"
+                    )
         kind = self.broadcast(operands)
         dtype = ("torch.bool",) if is_bool else promote(operands)
         name = self.assign(self.node["name"], expr)
@@ -477,6 +505,8 @@ class Builder:
             return self._after_total(op, [a])
         if a.kind == SCALAR:
             raise self.fail(f"unsupported op {op} of a number")
+        if _integer(a) and op not in _INTEGER_UNARY:
+            raise self.fail(f"unsupported {op} of integer positions: cast them with .to() first")
         self.kernel.uses_tanh |= "_tanh" in UNARY[op]
         self.tag(op)
         return self.result(UNARY[op].format(a=self.floats([a])[0]), [a])
@@ -505,6 +535,8 @@ class Builder:
         if op in COMPARE:
             self.tag(op)
             return self.result(COMPARE[op].format(a=a.name, b=b.name), [a, b], is_bool=True)
+        if op == "div" and all(_integer(v) for v in (a, b) if v.kind != SCALAR):
+            raise self.fail("unsupported division of integer positions: cast them with .to() first")
         self.tag(op)
         fa, fb = self.floats([a, b])
         value = self.result(BINARY[op].format(a=fa, b=fb), [a, b])
@@ -684,6 +716,8 @@ class Builder:
             return self.check_shape(self.half(index))
         if value is not None and value.kind == SHAPE and isinstance(index, int):
             return Value(f"{value.name}[{index}]", SIZE, example=value.example[index])
+        if value is not None and value.kind == POSITIONS:
+            return self._position_view(value, index)
         if value is not None and value.kind == OTHER and value.source and isinstance(index, list | dict):
             return self._view(value, index)
         if value is not None and value.shape is not None and isinstance(index, list | dict):
@@ -699,7 +733,103 @@ class Builder:
             return Value(value.name, DTYPE, value.dtype)
         if value is not None and attr == "shape" and value.source is not None and value.shape is not None:
             return Value(f"{value.source}.shape", SHAPE, example=value.shape)
+        if value is not None and attr == "device" and value.kind not in _NOT_TENSORS:
+            self._device_argument_only(value.source or source["node"])
+            return Value(self.node["name"], DEVICE)
         raise self.fail(f"unsupported op getattr(.{attr})")
+
+    def _device_argument_only(self, what: str) -> None:
+        """``x.device`` is harmless where it only says where a tensor is made (``device=``): the
+        kernel runs on the input's device. Any other use of it is declined, naming its node."""
+        name = self.node["name"]
+        for node in self.nodes:
+            if node["name"] not in self.live:
+                continue
+            kwargs = {k: v for k, v in (node.get("kwargs") or {}).items() if k != "device"}
+            if name in node_refs([node.get("args", []), kwargs]):
+                raise self.fail(
+                    f"unsupported use of {what}.device by node {node['name']!r}: only as a device= argument"
+                )
+
+    # -- positions: torch.arange of an input's size ------------------------------
+
+    def _arange(self, op: str, bound: dict[str, Any]) -> Value:
+        """``torch.arange(n)`` (or ``(0, n)``), ``n`` a size of an input (``x.size(-1)``,
+        ``x.shape[-1]``): the index along one dimension of S, a coordinate the kernel computes from
+        each element's offset once the positions meet S (:meth:`place`)."""
+        start, end = bound.get("start"), bound.get("end")
+        if "end" not in bound:
+            start, end = 0, start
+        if start not in (0, None) or bound.get("step") not in (None, 1):
+            raise self.fail("unsupported arange with a start or a step: only torch.arange(n)")
+        for key in ("out", "layout", "requires_grad", "pin_memory"):
+            if bound.get(key) not in (None, False):
+                raise self.fail(f"unsupported arange with {key}=")
+        device = bound.get("device")  # the input's, or a torch.device (the trace's own, on meta)
+        known = isinstance(device, dict) and "node" in device and self.values[device["node"]].kind == DEVICE
+        if device not in (None, {"other": "device"}) and not known:
+            raise self.fail(f"unsupported arange on device {device!r}: only an input's .device")
+        dtype = bound.get("dtype")
+        name = "int64" if dtype is None else dtype.get("dtype", "") if isinstance(dtype, dict) else ""
+        if name not in ("int64", "int32", "float32"):
+            raise self.fail(f"unsupported arange of dtype {dtype!r}: only int64, int32 or float32")
+        size = self.values.get(end["node"]) if isinstance(end, dict) and "node" in end else None
+        if size is None or size.kind != SIZE or not _INPUT_SIZE.fullmatch(size.name):
+            what = repr(end)
+            if isinstance(end, dict):
+                what = end["node"] if "node" in end else on_self(end["attr"]) if "attr" in end else what
+            raise self.fail(f"unsupported arange of {what}: only torch.arange(n), n a size of an input")
+        if self.kernel.split:
+            raise self.fail("unsupported arange in a kernel over one half of an input")
+        return Value(size.name, POSITIONS, (f"torch.{name}",), shape=[size.example], example=0)
+
+    def _position_view(self, value: Value, index: Any) -> Value:
+        """``pos[None, :]``, ``pos[:, None]``, ``pos[..., None]``: dimensions of 1 added around the
+        positions' own (``example`` holds where it is)."""
+        assert value.shape is not None
+        items = index if isinstance(index, list) else [index]
+        full = {"slice": [None, None, None]}
+        if any(item is not None and item != full and item != {"ellipsis": True} for item in items):
+            raise self.fail(f"unsupported indexing of torch.arange with {index!r}: only None and [:]")
+        if sum(item == {"ellipsis": True} for item in items) > 1:
+            raise self.fail("unsupported indexing with two ellipses")
+        taken = sum(item == full for item in items)
+        if taken > len(value.shape):
+            raise self.fail("unsupported indexing of torch.arange: too many indices")
+        shape: list[int] = []
+        axis, dim = None, 0
+        for item in [*items, *([] if {"ellipsis": True} in items else [{"ellipsis": True}])]:
+            if item is None:
+                shape.append(1)
+                continue
+            for _ in range(1 if item == full else len(value.shape) - taken):
+                if dim == value.example:
+                    axis = len(shape)
+                shape.append(value.shape[dim])
+                dim += 1
+        if shape != self.node.get("shape", shape):
+            raise self.fail(f"unsupported indexing of torch.arange: gives {self.node.get('shape')}")
+        return Value(value.name, POSITIONS, value.dtype, shape=shape, example=axis)
+
+    def place(self, node: str, value: Value) -> Value:
+        """Positions meeting S: the coordinate of the dimension of S they line up with, in float32
+        (exact below 2**24). Forward refuses inputs where that dimension is not their length."""
+        assert value.shape is not None and isinstance(value.example, int)
+        s, main = self.kernel.shape, self.kernel.main
+        ndim = len(s)
+        if not _broadcasts(value.shape, s):
+            raise self.fail(f"unsupported broadcast: {node} has shape {value.shape}, the input {s}")
+        d = ndim - len(value.shape) + value.example
+        if value.shape[value.example] != s[d]:
+            raise self.fail(f"unsupported arange of {value.shape[value.example]} along dimension {d} of {s}")
+        guards = [(f"{main}.dim() != {ndim}", f"the kernel broadcasts over {ndim} dimensions only")]
+        if value.name not in (f"{main}.shape[{d}]", f"{main}.shape[{d - ndim}]"):
+            why = f"the kernel reads torch.arange({value.name}) as the index of dimension {d} of {main}"
+            guards.append((f"{value.name} != {main}.shape[{d}]", why))
+        self.kernel.guards += [g for g in guards if g not in self.kernel.guards]
+        self.kernel.coordinates = True
+        name = self.assign(node, f"coord_{d}.to(tl.float32)")
+        return Value(name, BCAST, value.dtype, shape=value.shape)
 
     # -- losses over every element ----------------------------------------------
 
@@ -1258,6 +1388,14 @@ class Builder:
         if any(value.name == load.var for load in self.kernel.loads):
             raise Unsupported("forward returns its input unchanged: nothing to compute")
         self.kernel.output = value
+
+
+_NOT_TENSORS = (SCALAR, DTYPE, PAIR, HALVES, SHAPE, SIZE, DEVICE, TOTAL, POSITIONS)
+
+
+def _integer(value: Value) -> bool:
+    """Whether a tensor holds integers (positions): its dtype is an integer one."""
+    return bool(value.dtype) and not value.is_bool and all(a in _INTEGER_ATOMS for a in value.dtype)
 
 
 def _broadcasts(shape: list[int] | None, to: list[int]) -> bool:

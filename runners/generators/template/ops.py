@@ -29,6 +29,10 @@ INDEX = "index"  # an integer input (class indices), read only by the ops that t
 TOTAL = (
     "total"  # one number over every element (a loss's mean): the kernel's per-row sums, added up in forward
 )
+# ``torch.arange(n)`` of an input's size, and its views with dimensions of 1 added (``pos[None, :]``): index
+# coordinates, not yet placed; an operand becomes the coordinate of the dimension of S it lines up with
+POSITIONS = "positions"
+DEVICE = "device"  # ``x.device``: only ever a ``device=`` argument (the kernel runs on the input's device)
 
 # ---------------------------------------------------------------------------
 # Op tables
@@ -150,6 +154,11 @@ _spell("size", ("input", "dim"), "Tensor.size")
 _spell("floordiv", ("input", "other"), "operator.floordiv")
 _spell("chunk", ("input", "chunks", "dim"), *_torch_and_method("chunk"))
 _spell("split", ("input", "split_size", "dim"), "Tensor.split", "torch.split", "torch.functional.split")
+_spell(
+    "arange",
+    ("start", "end", "step", "out", "dtype", "layout", "device", "requires_grad", "pin_memory"),
+    "torch.arange",
+)
 
 # Pointwise ops: op -> Triton expression over the operands {a}, {b}, {c} (names or literals).
 UNARY = {
