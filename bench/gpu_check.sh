@@ -252,13 +252,14 @@ if [ "$PART" = quality ]; then
 QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwise_chain linear_gelu linear_layernorm conv_bias_relu"}
 # JOBS problems side by side (default 1): their runners share the GPU's timing lock, so timed
 # calls never overlap; building, tracing and compiling do, and so do the other modules' checks on
-# the GPU, which the judge's clock then charges to the candidate being timed (figures come out
-# slower than alone, never faster): quote figures from JOBS=1 only. Each module's checks write their
+# the GPU, which the judge's clock then charges to the candidate being timed, and which slows the
+# reference runner's eager and torch.compile timing as well (so a speedup can come out too high as
+# well as too low): quote figures from JOBS=1 only. Each module's checks write their
 # buffers to the temp folder (GiBs at benchmark sizes): on 2026-12-05 seven at a time filled an
 # H200 host's disk, so keep JOBS at 3 or less there, or point TMPDIR at a bigger disk.
 # SCRATCH: the folder for each problem's temp folder (default: the temp folder), for instance one
-# held in memory (/dev/shm), where the family above 2^31 elements writes and reads its GiBs at
-# memory speed; the family counts what it writes there against the host's memory as well.
+# held in memory (/dev/shm); the family above 2^31 elements counts what it writes there against the
+# host's memory as well. On an H100 host it was no faster than the disk (2026-12-05).
 # BUDGET_S: stop starting and cut what runs after that many seconds, so the tables and the one
 # archive of every problem's JSON and log ($OUT/quality.tgz) are still written.
 JOBS=${JOBS:-1}
