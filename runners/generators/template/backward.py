@@ -4,8 +4,10 @@ them (``autodiff.py``), and the ``torch.autograd.Function`` that launches both k
 Each kernel whose output has a gradient gets one: it recomputes the forward's values (row by row for
 row kernels, one program walking every ``n_programs``-th row) and writes input gradients
 elementwise and parameter gradients summed over rows (in registers, one partial row per program,
-added up by torch; per element for pointwise kernels). Its launch is a custom op like the forward's
-(``emit.py``); the Function saves only the tensors it was given.
+added up by torch; per element for pointwise kernels). An input read at each column's partner too
+(rotary's halves) gets that load's gradient in a buffer of its own, written at the partner's offsets
+and added to the input's by torch: no two lanes write one element. Its launch is a custom op like the
+forward's (``emit.py``); the Function saves only the tensors it was given.
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from runners.generators.template.emit import (
     row_width,
     scalar_args,
     split_lines,
+    uses_cols,
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Reduce
@@ -133,6 +136,8 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
         if load.half is not None:
             grad.halves += (load.half,)
             where = "split_offsets + n_cols" if load.half else "split_offsets"
+        if load.partner:  # each column's gradient lands on its partner's, a buffer of its own
+            where = "partner_offsets"
         if load.kind == COL and rows:
             total = fresh(f"{d}_sum")
             sums.append((total, grad.d_pointer))
@@ -145,7 +150,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
         raise Unsupported("the output depends on no input or parameter differentiably")
     name = _backward_name(forward_name)
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
-    has_cols = any(load.kind == COL for load in kernel.loads)
+    has_cols = uses_cols(kernel)
     sizes = (
         ["n_rows", "n_cols"] if rows else ["n_elements", *(["n_cols"] if has_cols or kernel.split else [])]
     )
@@ -287,7 +292,7 @@ def _backward_op(
     passed: dict[str, str] = {}  # pointer -> the tensor passed
     grads = {g.pointer: g for g in backward.grads}
     buffers: dict[str, str] = {}  # pointer -> its gradient buffer
-    has_cols = any(load.kind == COL for load in kernel.loads)
+    has_cols = uses_cols(kernel)
     if kernel.rows:
         lines.append(f"    {n_cols} = {row_width(kernel, main)}")
         for ptr, load in by_pointer.items():

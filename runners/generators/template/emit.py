@@ -162,13 +162,26 @@ def _masked(kernel: Kernel) -> tuple[dict[str, str], set[int]]:
 
 
 def split_lines(kernel: Kernel, row: str) -> list[str]:
-    """Where the second half of a split input starts (unindented); none without one."""
-    if not kernel.split:
-        return []
-    return [
-        "# A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
-        f"split_offsets = offsets + {row} * n_cols",
-    ]
+    """Where the halves of an input are (unindented): for a split input, where its second half starts;
+    for one read at each column's partner, the partner's offset. None without either."""
+    lines = []
+    if kernel.split:
+        lines += [
+            "# A row of the split input holds both halves (2 * n_cols); the second starts at n_cols.",
+            f"split_offsets = offsets + {row} * n_cols",
+        ]
+    if any(load.partner for load in kernel.loads):
+        lines += [
+            "# Each column's partner is half a row away, in the other half of the row.",
+            "half_cols = n_cols // 2",
+            "partner_offsets = offsets + tl.where(cols < half_cols, half_cols, -half_cols)",
+        ]
+    return lines
+
+
+def uses_cols(kernel: Kernel) -> bool:
+    """Whether an elementwise kernel needs each element's column (``cols``, from ``n_cols``)."""
+    return any(load.kind == COL or load.partner for load in kernel.loads)
 
 
 def load_and_compute(kernel: Kernel) -> list[str]:
@@ -186,6 +199,8 @@ def load_and_compute(kernel: Kernel) -> list[str]:
             where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
         if load.half is not None:
             where = "split_offsets + n_cols" if load.half else "split_offsets"
+        if load.partner:
+            where = "partner_offsets"
         text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
         lines.append(f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
     for i, stmt in enumerate(kernel.body):
@@ -203,7 +218,7 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     assert kernel.output is not None
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     size = "n_cols" if rows else "n_elements"
-    has_cols = any(load.kind == COL for load in kernel.loads)
+    has_cols = uses_cols(kernel)
     sizes = [size, *(["n_cols"] if not rows and (has_cols or kernel.split) else []), *channel_sizes(kernel)]
     sizes += broadcast_sizes(kernel)
     bucket = [] if rows else ["N_BUCKET"]  # the autotuning key (n_elements' power of two), by name
@@ -558,7 +573,7 @@ def _pointwise_launch(kernel: Kernel, local: dict[str, str], taken: set[str]) ->
     sizes = [n_elements]
     if kernel.split:
         sizes.append(n_cols)
-    elif any(x.kind == COL for x in kernel.loads):
+    elif uses_cols(kernel):
         sizes.append(f"{main}.shape[-1]")
     if channel_sizes(kernel):
         sizes += channel_values(main)

@@ -42,6 +42,9 @@ class Load:
     no_grad: bool = False  # a tensor no gradient is written for (batch norm's running statistics)
     integer: bool = False  # integers, loaded as they are (cross_entropy's class indices)
     strides: tuple[str, ...] = ()  # for a BCAST load: its stride argument per dimension of S
+    # an input read at its partner column, half a row away in the other half (``partner_offsets``): the
+    # halves of an input put back together at full width (rotary's ``rotate_half``)
+    partner: bool = False
 
     @property
     def ptr(self) -> str:

@@ -3,9 +3,17 @@
 
 :class:`Builder` walks the graph once, in order, and turns each node into kernel statements through a
 handler per op (``ops.py`` names the ops and their Triton expressions): pointwise ops, reductions over
-the last dimension, the two halves of a gated activation's input, index coordinates, and the numbers
+the last dimension, the two halves of an input's last dimension, index coordinates, and the numbers
 forward reads from the module. Anything else raises ``Unsupported`` naming the op and its node. The
 matrix products (``products.py``) and the tables (``tables.py``) subclass it for their own walks.
+
+The halves (``x.chunk(2, dim=-1)``, ``x[..., :n]`` and ``x[..., n:]``): where forward computes at half
+width (a gated activation, ``silu(a) * b``), the kernel runs over one half's shape and reads each half
+from its own offset. Where it returns a value of the input's full shape (rotary's
+``x * cos + rotate_half(x) * sin``, ``rotate_half`` being ``cat((-x2, x1), dim=-1)``), the kernel runs
+over the whole width: a half is a value at every column (its half's value at that column mod half the
+width), read from x itself or from x at each column's partner half a row away, and
+``torch.cat((a, b), dim=-1)`` of two halves takes ``a`` on the first half's columns, ``b`` on the second's.
 
 Index coordinates: ``torch.arange(n)`` of an input's size (``x.size(-1)``), with dimensions of 1 added
 (``pos[None, :] - pos[:, None]``, ALiBi's distances, a causal mask's comparison), lines up with one
@@ -44,6 +52,7 @@ from runners.generators.template.ops import (
     DTYPE,
     FLOAT_DTYPES,
     FULL,
+    HALF,
     HALVES,
     INDEX,
     INT_DTYPES,
@@ -67,7 +76,7 @@ from runners.generators.template.ops import (
 # Names the kernels use for themselves: no value of the graph takes them.
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
-    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest""".split()
+    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest half_cols partner_offsets""".split()
 ) | {f"{name}_{d}" for name in ("coord", "size") for d in range(8)}
 # A size of an input as forward reads it (``x.shape[-1]``): what ``torch.arange`` may count to.
 _INPUT_SIZE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\.shape\[-?[0-9]+\]")
@@ -111,7 +120,12 @@ class Builder:
         if not main["shape"]:
             raise Unsupported("the input is a 0-dimensional tensor")
         shape = list(main["shape"])
-        split = bool(split_inputs)
+        # Halves of an input put back together at its full width (rotary's rotate_half): the kernel
+        # runs over the whole width and reads each half where a column needs it (:meth:`half`);
+        # otherwise (gated activations) over one half's shape.
+        self.rotated = bool(split_inputs) and self._full_width(main)
+        split = bool(split_inputs) and not self.rotated
+        self.main_node = main["name"]
         if split:
             shape[-1] //= 2
         self.kernel = Kernel(shape, main["target"], split, guards=read_guards(trace))
@@ -150,6 +164,7 @@ class Builder:
             "getattr": self.getattr,
             "chunk": self._chunk,
             "split": self._split,
+            "cat": self._cat,
             "arange": self._arange,
             "size": self._size,
             "floordiv": self._floordiv,
@@ -225,6 +240,15 @@ class Builder:
             if op == "getitem" and node.get("shape") == half:
                 return True
         return False
+
+    def _full_width(self, main: dict[str, Any]) -> bool:
+        """Whether forward returns a value of ``main``'s full shape: its halves are put back together
+        (rotary's ``x * cos + rotate_half(x) * sin``), not computed with at half width."""
+        output = next((n for n in self.nodes if n["op"] == "output"), {})
+        result = (output.get("args") or [None])[0]
+        by_name = {n["name"]: n for n in self.nodes}
+        returned = by_name[result["node"]] if isinstance(result, dict) and "node" in result else {}
+        return bool(returned.get("shape") == main["shape"])
 
     def call(self, node: dict[str, Any], target: str) -> Value:
         display = node.get("module") if node["op"] == "call_module" else target
@@ -323,9 +347,8 @@ class Builder:
             texts.append(f":{stop_text}")
         shape = self.node.get("shape")
         source = f"{value.source}[{', '.join(texts)}]"
-        return Value(
-            self.node["name"], OTHER, value.dtype, value.is_bool, shape=shape, source=source, role="view"
-        )
+        dtype = (f"{source}.dtype",)  # the view's own: the launch takes the view, not the tensor
+        return Value(self.node["name"], OTHER, dtype, value.is_bool, shape=shape, source=source, role="view")
 
     def _param(self, spec: dict[str, Any]) -> Value:
         return self.tensor_source(spec["target"], spec, on_self(spec["target"]), "parameter")
@@ -449,6 +472,11 @@ class Builder:
         kinds = {v.kind for v in operands if v.kind != SCALAR}
         if not kinds:
             return SCALAR
+        if HALF in kinds and len(kinds) > 1:
+            raise self.fail(
+                f"unsupported broadcast of a half of {self.kernel.main}'s last dimension against another "
+                "value: the halves meet only in torch.cat((a, b), dim=-1)"
+            )
         if ROW_FLAT in kinds and len(kinds) > 1:
             raise self.fail("unsupported broadcast of a reduction without keepdim against a tensor")
         if BCAST in kinds:
@@ -461,7 +489,7 @@ class Builder:
         """The node's traced shape must be what the broadcast rules above say it is."""
         shape = self.node.get("shape")
         s = self.kernel.shape
-        expected = {FULL: s, ROW: [*s[:-1], 1], ROW_FLAT: s[:-1]}.get(value.kind)
+        expected = {FULL: s, ROW: [*s[:-1], 1], ROW_FLAT: s[:-1], HALF: [*s[:-1], s[-1] // 2]}.get(value.kind)
         if shape is None or value.kind == SCALAR:
             return value
         if value.kind == BCAST:
@@ -1022,9 +1050,9 @@ class Builder:
         start, stop, step = last
         if step not in (None, 1):
             raise self.fail(f"unsupported slice step {step!r}")
-        if value.kind != SPLIT:
+        if not self._is_split(value):
             raise self.fail("unsupported slice of the last dimension: only an input's two halves")
-        h = self.kernel.shape[-1]
+        h = self.kernel.shape[-1] // (2 if self.rotated else 1)
         (start_expr, start_at), (stop_expr, stop_at) = (
             self._index_number(start, "slice start"),
             self._index_number(stop, "slice stop"),
@@ -1042,10 +1070,19 @@ class Builder:
 
     def _split_source(self, arg: Any, op: str) -> Value:
         value = self.values[arg["node"]] if isinstance(arg, dict) and "node" in arg else None
-        if value is None or value.kind != SPLIT:
+        if value is None or not self._is_split(value):
             what = "another input" if value is not None and value.source else "a computed value"
             raise self.fail(f"unsupported {op} of {what}: only one forward input splits into halves")
         return value
+
+    def _is_split(self, value: Value) -> bool:
+        """Whether ``value`` is the input taken apart into halves (read whole too, when rotated)."""
+        if self.rotated:
+            return value.kind == FULL and value.source == self.kernel.main and value.name == self.whole().name
+        return value.kind == SPLIT
+
+    def whole(self) -> Value:
+        return self.values[self.main_node]
 
     def _index_number(self, arg: Any, what: str) -> tuple[str | None, int | None]:
         """(forward expression, example value) of a split size or slice bound; (None, None) for None."""
@@ -1074,7 +1111,16 @@ class Builder:
             self.kernel.guards.append(guard)
 
     def half(self, index: int) -> Value:
-        """Half ``index`` of the SPLIT input: a load from its pointer, once per half."""
+        """Half ``index`` of the SPLIT input: a load from its pointer, once per half.
+
+        In a kernel over the whole width (:attr:`rotated`), a HALF value instead: at each column, the
+        half's value at that column mod ``half_cols``. Column ``c`` of the first half is the input
+        itself there, and its partner ``c - half_cols`` in the second; the second half is the partner
+        ``c + half_cols`` in the first and the input itself in the second. One more load, of the input
+        at each column's partner (a load with its own pointer, so that the backward writes its
+        gradient into a buffer of its own, added to the input's by torch), serves both halves."""
+        if self.rotated:
+            return self._rotated_half(index)
         if index not in self.halves:
             x = self.kernel.main
             pointer = next((f"{load.ptr}" for load in self.kernel.loads if load.half is not None), "")
@@ -1084,6 +1130,39 @@ class Builder:
             self.kernel.loads.append(Load(var, FULL, x, False, x, half=index, pointer=pointer))
             self.halves[index] = Value(var, FULL, (f"{x}.dtype",), shape=self.kernel.shape, source=x)
         return self.halves[index]
+
+    def _rotated_half(self, index: int) -> Value:
+        if index not in self.halves:
+            x, whole = self.kernel.main, self.whole()
+            partner = next((load.var for load in self.kernel.loads if load.partner), "")
+            if not partner:
+                partner = self.fresh(f"{x}_partner", pointer=True)
+                self.kernel.loads.append(Load(partner, FULL, x, False, x, partner=True))
+            first, second = (whole.name, partner) if index == 0 else (partner, whole.name)
+            var = self.assign(
+                f"{x}_{('first', 'second')[index]}_half", f"tl.where(cols < half_cols, {first}, {second})"
+            )
+            shape = [*self.kernel.shape[:-1], self.kernel.shape[-1] // 2]
+            self.halves[index] = Value(var, HALF, whole.dtype, shape=shape, source=x)
+        return self.halves[index]
+
+    def _cat(self, op: str, bound: dict[str, Any]) -> Value:
+        """``torch.cat((a, b), dim=-1)`` of two halves in a kernel over the whole width: ``a`` on the
+        first half's columns, ``b`` on the second's (rotary's ``cat((-x2, x1), dim=-1)``)."""
+        tensors = bound.get("tensors")
+        dim = self.constant(bound.get("dim", 0), "dim")
+        if dim not in (-1, len(self.kernel.shape) - 1):
+            raise self.fail(f"unsupported cat over dim {dim!r}: only the last")
+        parts = [self.operand(t) for t in tensors] if isinstance(tensors, list) else []
+        if len(parts) != 2 or any(p.kind != HALF for p in parts):
+            raise self.fail(
+                "unsupported cat: only of two halves of an input's last dimension, in a kernel that "
+                "computes over its whole width"
+            )
+        a, b = self.floats(parts)
+        name = self.assign(self.node["name"], f"tl.where(cols < half_cols, {a}, {b})")
+        self.tag("cat")
+        return self.check_shape(Value(name, FULL, promote(parts)))
 
     def _size(self, op: str, bound: dict[str, Any]) -> Value:
         """``x.size()`` and ``x.size(-1)`` of an input: numbers forward computes at call time."""

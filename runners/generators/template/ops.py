@@ -33,6 +33,9 @@ TOTAL = (
 # coordinates, not yet placed; an operand becomes the coordinate of the dimension of S it lines up with
 POSITIONS = "positions"
 DEVICE = "device"  # ``x.device``: only ever a ``device=`` argument (the kernel runs on the input's device)
+# shape S[:-1] + [S[-1] / 2] in a kernel over the whole width: at each column, its half's value at that
+# column mod S[-1] / 2 (rotary's ``x[..., :n]`` and ``x[..., n:]``, put back together at full width)
+HALF = "half"
 
 # ---------------------------------------------------------------------------
 # Op tables
@@ -154,6 +157,7 @@ _spell("size", ("input", "dim"), "Tensor.size")
 _spell("floordiv", ("input", "other"), "operator.floordiv")
 _spell("chunk", ("input", "chunks", "dim"), *_torch_and_method("chunk"))
 _spell("split", ("input", "split_size", "dim"), "Tensor.split", "torch.split", "torch.functional.split")
+_spell("cat", ("tensors", "dim"), "torch.cat", "torch.concat", "torch.concatenate")
 _spell(
     "arange",
     ("start", "end", "step", "out", "dtype", "layout", "device", "requires_grad", "pin_memory"),

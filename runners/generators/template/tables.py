@@ -47,11 +47,10 @@ from runners.generators.template.emit import (
 )
 from runners.generators.template.ir import Kernel, Load, Value, dtype_expr, node_refs, promote, read_guards
 from runners.generators.template.lowering import Builder
-from runners.generators.template.ops import COL, DTYPE, FULL, OTHER, ROW, ROW_FLAT, SCALAR, Unsupported
+from runners.generators.template.ops import COL, DTYPE, FULL, HALF, OTHER, ROW, ROW_FLAT, SCALAR, Unsupported
 from runners.generators.template.products import forward_args
 from runners.source import NotStandalone, class_parts
 
-HALF = "half"  # shape S[:-1] + [N / 2]: computed at every column from the first half's
 HALF_COL = "half_col"  # a vector of N / 2, read at cols % half
 _INT_DTYPES = ("int64", "int32", "int16", "int8", "uint8")
 _NAMES = ("rows", "cols", "half")  # the kernel's own index names
