@@ -61,6 +61,13 @@ than every input it reads (RoPE's cos and sin tables, built from positions and
 inverse frequencies) goes to ``tables.py``: one kernel over the
 outputs' shape, each input read where it broadcasts.
 
+Index coordinates: ``torch.arange`` of an input's size with dimensions of 1 added
+(``pos[None, :] - pos[:, None]``: ALiBi's distances, a causal mask's comparison) becomes the
+coordinate of the dimension it lines up with, computed from each element's offset; ``x.device``
+is taken only as a ``device=`` argument. Halves of an input's last dimension used in a value of the
+input's full width (rotary embeddings' ``cat((-x2, x1), -1)``) are read at each column's partner
+(``col ± D/2``) in a kernel over the whole width (``lowering.py``).
+
 The trace (``runners/trace.py``) may have read parameters' dtypes or shapes as
 values to follow a branch in forward (T5's ``if self.weight.dtype in ...``); each
 read becomes a guard in forward, which the suggestion turns into the original
