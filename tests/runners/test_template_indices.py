@@ -63,6 +63,24 @@ def test_cross_entropy_matches_torch_with_its_gradient(tmp_path):
         new(torch.randn(2, 3, 4), torch.randint(0, 3, (2, 4)))
 
 
+@fresh_python
+def test_a_class_index_out_of_range_gives_nan_where_torch_refuses(tmp_path):
+    body = CROSS_ENTROPY.format(expr="F.cross_entropy(logits, targets, reduction='none')")
+    source, _, _ = _generate(tmp_path, body, "[torch.randn(16, 100), torch.randint(0, 100, (16,))]")
+    ref, new = _modules(source)
+    logits, targets = torch.randn(6, 10), torch.tensor([1, 10, 3, -5, -100, 9])
+    with pytest.raises(IndexError):
+        ref(logits, targets)  # torch refuses 10 and -5
+    got = new(logits, targets)
+    assert got.isnan().tolist() == [False, True, False, True, False, False]
+    fine = torch.tensor([0, 2, 4, 5])  # the valid rows: as torch; the ignored one: 0
+    assert torch.allclose(got[fine], ref(logits[fine], targets[fine]), atol=1e-5)
+    mean_body = CROSS_ENTROPY.format(expr="F.cross_entropy(logits, targets)")
+    mean_source, _, _ = _generate(tmp_path, mean_body, "[torch.randn(16, 100), torch.randint(0, 100, (16,))]")
+    _, mean = _modules(mean_source)
+    assert mean(logits, targets).isnan()  # one bad row makes the mean NaN, never a number
+
+
 @pytest.mark.parametrize(
     "expr",
     [

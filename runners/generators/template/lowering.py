@@ -913,9 +913,10 @@ class Builder:
 
     def _cross_entropy(self, op: str, bound: dict[str, Any]) -> Value:
         """``F.cross_entropy(logits, targets)`` of ``[batch, classes]`` logits and int64 class indices:
-        each row's ``logsumexp(x) - x[target]`` (0 where the target is ``ignore_index``), its target
-        read once per row and picked by comparing it with the column index; with a reduction, the
-        rows' losses added up in forward (a mean divides by the targets not ignored, as torch's)."""
+        each row's ``logsumexp(x) - x[target]`` (0 where the target is ``ignore_index``, NaN where it
+        is out of range, which torch refuses), its target read once per row and picked by comparing
+        it with the column index; with a reduction, the rows' losses added up in forward (a mean
+        divides by the targets not ignored, as torch's)."""
         for unsupported in ("weight", "size_average", "reduce"):
             if bound.get(unsupported) is not None:
                 raise self.fail(f"unsupported {op} with {unsupported}=")
@@ -953,7 +954,11 @@ class Builder:
         total = self.reduce(f"{name}_sum", "sum", f"tl.exp({x.name} - {shift})")
         lse = self.assign(f"{name}_logsumexp", f"{shift} + tl.log({total})")
         picked = self.reduce(f"{name}_picked", "sum", f"tl.where(cols == {var}, {x.name}, 0.0)")
-        loss = self.assign(name, f"tl.where({var} != {_literal(ignore)}, {lse} - {picked}, 0.0)")
+        # A class index out of range (and not ignore_index) gives NaN, where torch raises: no element
+        # is read at it (the target is only compared with the column index), and no number is made up.
+        valid = f"({var} >= 0) & ({var} < n_cols)"
+        inner = f'tl.where({valid}, {lse} - {picked}, float("nan"))'
+        loss = self.assign(name, f"tl.where({var} != {_literal(ignore)}, {inner}, 0.0)")
         self.tag(op)
         if reduction == "none":
             return self.check_shape(Value(loss, ROW_FLAT, x.dtype))
