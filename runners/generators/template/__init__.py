@@ -59,7 +59,10 @@ goes to ``products.py``: one tiled GEMM kernel per product, the
 pointwise ops after it fused into its epilogue. A graph whose outputs are larger
 than every input it reads (RoPE's cos and sin tables, built from positions and
 inverse frequencies) goes to ``tables.py``: one kernel over the
-outputs' shape, each input read where it broadcasts.
+outputs' shape, each input read where it broadcasts. Attention probabilities,
+``softmax(q @ k.transpose(-2, -1) * scale, dim=-1)`` of two ``[..., S, D]`` inputs, go to
+``attention.py``: one kernel whose programs multiply a block of query rows with every key
+(``tl.dot``) and write the probabilities once, the scores never stored (forward only).
 
 Index coordinates: ``torch.arange`` of an input's size with dimensions of 1 added
 (``pos[None, :] - pos[:, None]``: ALiBi's distances, a causal mask's comparison) becomes the
@@ -104,6 +107,7 @@ The package, in the order a module goes through it:
 - ``tables.py``: tables larger than their inputs (RoPE's cos and sin);
 - ``columns.py``: a sum or mean over the first dimension of a 2-D input (``x.sum(dim=0)``);
 - ``pooling.py``: a masked mean over dim 1 of a ``[B, S, H]`` input (sentence-transformers' pooling);
+- ``attention.py``: attention probabilities, ``softmax(q @ k^T * scale)`` of two inputs;
 - here: the module's source put together, and ``TemplateGenerator``, which traces the module and
   picks the kind of kernel.
 """
@@ -115,7 +119,7 @@ from typing import Any
 
 from runners import sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.generators.template import columns, pooling, products, tables
+from runners.generators.template import attention, columns, pooling, products, tables
 from runners.generators.template.backward import Backward, render_backward, render_function
 from runners.generators.template.emit import (
     CUSTOM_OP,
@@ -160,6 +164,9 @@ def render_module_with_backward(
         return source, name, Kernel([], ""), grad_name
     if pooling.applies(trace):  # a masked mean over dim 1 of a [B, S, H] input
         source, name, grad_name = pooling.render_module(problem, trace, backward)
+        return source, name, Kernel([], ""), grad_name
+    if attention.applies(trace):  # softmax(q @ k^T * scale) of two inputs: no backward
+        source, name, grad_name = attention.render_module(problem, trace, backward)
         return source, name, Kernel([], ""), grad_name
     parts = class_parts(problem.source, problem.class_name)
     kernel = Builder(trace).build()
@@ -223,6 +230,8 @@ class TemplateGenerator:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
+        if attention.applies(res.payload):  # softmax(q @ k^T * scale) of two inputs, before products
+            return [attention.candidate(problem, res.payload, self.name)]
         if products.has_matmul(res.payload):  # matrix products: several kernels in sequence
             return [products.candidate(problem, res.payload, self.name)]
         if tables.applies(res.payload):  # tables larger than their inputs (RoPE's cos and sin)
