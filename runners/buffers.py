@@ -113,7 +113,7 @@ def rebuild(data: bytes | bytearray | memoryview, ref: TensorRef, device: str = 
     dtype = dtype_of(ref.dtype)
     itemsize = torch.empty((), dtype=dtype).element_size()
     need = span_elements(ref.shape, ref.strides, ref.storage_offset)
-    if ref.nbytes != need * itemsize or ref.offset + ref.nbytes > len(data):
+    if ref.nbytes != need * itemsize or ref.offset < 0 or ref.offset + ref.nbytes > len(data):
         raise ProtocolError(
             f"tensor {list(ref.shape)} {ref.dtype}: {ref.nbytes} bytes at {ref.offset} do not fit "
             f"(needs {need * itemsize}, the buffer has {len(data)})"

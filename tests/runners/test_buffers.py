@@ -8,12 +8,14 @@ trip on CUDA.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 
 import pytest
 import torch
 
 from runners import buffers
+from runners.protocol import ProtocolError
 
 
 def _views() -> dict[str, torch.Tensor]:
@@ -42,6 +44,23 @@ def test_a_view_comes_back_with_its_geometry_from_a_mapped_file(tmp_path, name):
     finally:
         if not isinstance(data, bytes):
             data.close()
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_a_forged_reference_outside_the_buffer_is_refused(tmp_path, device):
+    """A reply is the runner's word: a tensor placed before the buffer's start (a negative offset,
+    which Python's slicing would read from the end) or past its end is refused, on either path."""
+    if device == "cuda" and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA device")
+    with buffers.Writer(tmp_path / "b.bin") as writer:
+        writer.add(torch.arange(16, dtype=torch.float32))
+        ref = writer.add(torch.ones(4))
+    data = (tmp_path / "b.bin").read_bytes()
+    assert torch.equal(buffers.rebuild(data, ref, device).cpu(), torch.ones(4))
+    for offset in (-16, -ref.nbytes, len(data) - ref.nbytes + 4):
+        forged = dataclasses.replace(ref, offset=offset)
+        with pytest.raises(ProtocolError, match="do not fit"):
+            buffers.rebuild(data, forged, device)
 
 
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096])
