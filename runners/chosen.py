@@ -30,7 +30,7 @@ from runners import above_int32, bounds, memcheck, sandbox
 from runners.generators.base import Candidate, Problem
 from runners.judge import Judge
 from runners.memcheck import Outcome
-from runners.results import CandidateResult, ModuleReport, Status, Verdict
+from runners.results import CandidateResult, ModuleReport, Status, Verdict, seconds_text
 from runners.verify import uses_tf32_dot
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ def check_chosen(
             progress(f"{problem.target}: {best.id}: memory check and {above_int32.FAMILY}, side by side")
             memory, offsets, seconds = _run(problem, cand, settings, env, judge, family)
             if family.spent:
-                split = ", ".join(f"{part} {sec:.1f} s" for part, sec in family.spent.items())
-                progress(f"{problem.target}: {best.id}: {above_int32.FAMILY}: {split}")
+                progress(f"{problem.target}: {best.id}: {above_int32.FAMILY}: {seconds_text(family.spent)}")
             for part, spent in seconds.items():  # where the last checks' time goes, by check
                 key = f"last checks: {part}"
                 report.phases[key] = round(report.phases.get(key, 0.0) + spent, 3)

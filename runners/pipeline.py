@@ -62,6 +62,7 @@ from runners.results import (
     TensorInfo,
     Timing,
     Verdict,
+    seconds_text,
 )
 
 Progress = Callable[[str], None]
@@ -259,7 +260,7 @@ def _kernelize_judged(
             result = _without_wrong_backward(problem, cand, result, prep, settings, env, judge)
             report.candidates.append(result)
             extra = f" ({result.reason})" if result.reason else ""
-            split = ", ".join(f"{name} {sec:.1f} s" for name, sec in result.phases.items())
+            split = seconds_text(result.phases)
             progress(
                 f"{problem.target}: [{i}/{len(candidates)}] {cand.generator}:{cand.id}: "
                 f"{result.status.value}{extra}" + (f"; {split}" if split else "")
@@ -435,7 +436,7 @@ def build_split(clock: dict[str, float], marks: list[tuple[str, float]]) -> str:
         "compile baseline": compiled,
         "timing": timed,
     }
-    return ", ".join(f"{name} {sec:.1f} s" for name, sec in parts.items())
+    return seconds_text(parts)
 
 
 class _Early:
