@@ -27,7 +27,8 @@ replacement class is named ``class_name``:
   ``any``, ``prod`` and integer-division helpers become local ``@triton.jit``
   copies (``_kz_welford`` ...);
 - ``libdevice.f`` / ``tl_math.f`` become ``tl.f`` where triton.language has
-  ``f`` (``libdevice.sqrt``, correctly rounded, becomes ``tl.sqrt_rn``);
+  ``f`` (``libdevice.sqrt``, correctly rounded, becomes ``_kz_sqrt_rn``: ``tl.sqrt_rn`` in
+  float32, the only dtype it compiles for on a GPU, ``tl.sqrt`` in float64, where it is exact);
   ``tanh``, ``log1p``, ``expm1``, ``sinh``, ``cosh``, ``tan``,
   ``log10``, ``isnan``, ``isinf`` and ``trunc`` become local ``@triton.jit``
   formulas on ``tl`` primitives (``tl.extra.cuda.libdevice`` would not run
@@ -117,11 +118,13 @@ _MODULE_NAMES = {"torch": "torch", "triton": "triton", "tl": "tl"}
 _TL_DIRECT = {
     name: name
     for name in (
-        "abs ceil cos div_rn erf exp exp2 fdiv floor fma log log2 rsqrt sin sqrt sqrt_rn umulhi "
+        "abs ceil cos div_rn erf exp exp2 fdiv floor fma log log2 rsqrt sin sqrt umulhi "
         "sigmoid cdiv maximum minimum"
     ).split()
 } | {"fabs": "abs", "fmax": "maximum", "fmin": "minimum"}
 # libdevice.sqrt is correctly rounded; tl.sqrt may be approximate on GPUs (tl_math.sqrt stays tl.sqrt).
+# tl.sqrt_rn takes float32 only, and Inductor's generic graphs take square roots of sizes in float64
+# (``math.sqrt(q.size(-1))``): _kz_sqrt_rn picks by dtype.
 _LIBDEVICE_ONLY = {"sqrt": "sqrt_rn"}
 
 # Local @triton.jit helpers, each ``_kz_<name>`` in runners/normalize_sources.py: name -> (the helpers it
@@ -137,6 +140,7 @@ _JIT_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
     "isnan": ((), "x != x"),
     "isinf": ((), "|x| == inf"),
     "trunc": ((), "ceil below zero, floor above"),
+    "sqrt_rn": ((), "tl.sqrt_rn in float32, the only dtype it takes; float64's tl.sqrt is correctly rounded"),
     # Copies of torch._inductor.runtime.triton_helpers (BSD-3-Clause, PyTorch contributors).
     "welford_reduce": ((), "Inductor's Welford step"),
     "welford_combine": ((), "Inductor's Welford combine"),
@@ -152,7 +156,7 @@ _JIT_HELPERS: dict[str, tuple[tuple[str, ...], str]] = {
     "div_floor_integer": ((), "Inductor's integer floor division"),
     "remainder_integer": ((), "Inductor's integer remainder"),
 }
-_FORMULAS = ("tanh", "log1p", "expm1", "sinh", "cosh", "tan", "log10", "isnan", "isinf", "trunc")
+_FORMULAS = ("tanh", "log1p", "expm1", "sinh", "cosh", "tan", "log10", "isnan", "isinf", "trunc", "sqrt_rn")
 _HELPER_COPIES = (
     "welford_reduce welford_combine welford max_with_index min_with_index any prod "
     "div_floor_integer remainder_integer"
@@ -880,10 +884,10 @@ class _Normalizer:
                 return
         elif kind.startswith(("libdevice:", "tlmath:")):
             fn = kind.split(":", 1)[1]
+            if kind.startswith("libdevice:") and fn in _LIBDEVICE_ONLY:
+                fn = _LIBDEVICE_ONLY[fn]
             if fn in _TL_DIRECT:
                 target = _TL_DIRECT[fn]
-                if kind.startswith("libdevice:"):
-                    target = _LIBDEVICE_ONLY.get(fn, target)
                 self._replace(func, f"{self._use('tl')}.{target}")
                 self._note(f"{name} -> tl.{target}")
             elif fn in _FORMULAS:

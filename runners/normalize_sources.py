@@ -131,6 +131,14 @@ def _kz_trunc(x):
     return tl.where(x < 0, tl.ceil(x), tl.floor(x))
 
 
+@triton.jit
+def _kz_sqrt_rn(x):
+    if x.dtype == tl.float32:
+        return tl.sqrt_rn(x)
+    else:
+        return tl.sqrt(x)
+
+
 # Copies of torch._inductor.runtime.triton_helpers (BSD-3-Clause, PyTorch contributors).
 
 

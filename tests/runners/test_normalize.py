@@ -16,6 +16,8 @@ import pytest
 from runners import normalize as normalize_module
 from runners.normalize import normalize
 from runners.screen import screen_source
+from tests.cuda_compile import compile_for_cuda
+from tests.runners.test_template_reductions import fresh_python
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -304,7 +306,7 @@ def test_names_used_without_their_import_are_recognised():
 @pytest.mark.parametrize(
     ("line", "expected"),
     [
-        ("tmp1 = libdevice.sqrt(tmp0)", "tmp1 = tl.sqrt_rn(tmp0)"),
+        ("tmp1 = libdevice.sqrt(tmp0)", "tmp1 = _kz_sqrt_rn(tmp0)"),
         ("tmp1 = tl_math.sqrt(tmp0)", "tmp1 = tl.sqrt(tmp0)"),
         ("tmp1 = libdevice.rsqrt(tmp0)", "tmp1 = tl.rsqrt(tmp0)"),
         ("tmp1 = tl_math.abs(tmp0)", "tmp1 = tl.abs(tmp0)"),
@@ -325,6 +327,37 @@ def test_kernel_helpers_map_to_triton_language(line, expected):
     assert result.rejected is None, result.rejected
     assert expected in result.source
     assert screen_source(result.source) is None
+
+
+# Inductor's generic graphs take square roots of sizes in float64 (``math.sqrt(q.size(-1))``), which
+# tl.sqrt_rn refuses to compile for a GPU: only float32 is its.
+SQRT_OF_A_SIZE = "tmp1 = libdevice.sqrt(tmp0) * libdevice.sqrt(xnumel.to(tl.float64)).to(tl.float32)"
+K_SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
+
+
+def test_a_float64_square_root_compiles_for_the_gpu(tmp_path):
+    result = normalize(kernel_with(SQRT_OF_A_SIZE), "M")
+    assert result.rejected is None, result.rejected
+    assert "def _kz_sqrt_rn(x):" in result.source
+    path = tmp_path / "normalized.py"
+    path.write_text(result.source, encoding="utf-8")
+    compiled = compile_for_cuda(path, "k", K_SIGNATURE, {"XBLOCK": 64})
+    assert compiled["ok"], compiled
+    # tl.sqrt_rn in its place, as normalize wrote it before: the GPU compile fails (the check can).
+    path.write_text(result.source.replace("_kz_sqrt_rn(xnumel", "tl.sqrt_rn(xnumel"), encoding="utf-8")
+    refused = compile_for_cuda(path, "k", K_SIGNATURE, {"XBLOCK": 64})
+    assert not refused["ok"] and "fp64" in refused["error"], refused
+
+
+@fresh_python
+def test_a_float64_square_root_computes_under_the_interpreter(tmp_path):
+    import torch
+
+    namespace: dict[str, object] = {}
+    exec(compile(normalize(kernel_with(SQRT_OF_A_SIZE), "M").source, "normalized.py", "exec"), namespace)
+    x = torch.rand(64) + 0.5
+    got = namespace["M"]()(x)
+    torch.testing.assert_close(got, torch.sqrt(x) * 8.0, rtol=1e-6, atol=0)
 
 
 @pytest.mark.parametrize(
@@ -553,7 +586,7 @@ for i, (name, ref) in enumerate(checks):
         torch.testing.assert_close(out.bool(), ref(x_in), msg=name)
         continue
     xx = x.clamp(min=-0.9) if name == "log1p" else x.abs() + 1e-3 if name == "log10" else x
-    xx = xx.clamp(-1.4, 1.4) if name == "tan" else xx
+    xx = xx.clamp(-1.4, 1.4) if name == "tan" else xx.abs() if name == "sqrt_rn" else xx
     apply[(1,)](xx, out, i, N=x.numel())
     torch.testing.assert_close(out, ref(xx), rtol=2e-5, atol=1e-6, msg=name)
 print("formulas ok")
@@ -577,6 +610,7 @@ def test_libdevice_formulas_match_torch_under_the_interpreter(tmp_path):
         "isnan": "torch.isnan",
         "isinf": "torch.isinf",
         "trunc": "torch.trunc",
+        "sqrt_rn": "torch.sqrt",
     }
     checks = "[" + ", ".join(f"({n!r}, {refs[n]})" for n in names) + "]"
     script = tmp_path / "formulas.py"  # @triton.jit reads its source: a file, not python -c

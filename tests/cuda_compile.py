@@ -1,0 +1,86 @@
+"""Compiling a Triton kernel for an NVIDIA GPU on a machine without one.
+
+``triton.compile`` with a CUDA target runs Triton's whole front end and ptxas (shipped in Triton's
+wheel) with no driver, so what Triton refuses to compile for a GPU (a builtin given a dtype it does
+not take) fails here as it would on the GPU, where the interpreter would have run it. The compile
+runs in a fresh Python without ``TRITON_INTERPRET``, under which ``triton.jit`` gives no kernel to
+compile.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+_CHILD = r"""
+import importlib.util, json, sys, time
+import triton
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+
+path, kernel, signature, constexprs, num_warps, arch = json.loads(sys.argv[1])
+spec = importlib.util.spec_from_file_location("kernelize_compiled_here", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+fn = getattr(module, kernel)
+start = time.perf_counter()
+try:
+    compiled = triton.compile(
+        ASTSource(fn=fn, signature=signature, constexprs=constexprs),
+        target=GPUTarget("cuda", arch, 32),
+        options={"num_warps": num_warps},
+    )
+except Exception as exc:
+    print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
+else:
+    seconds = time.perf_counter() - start
+    print(json.dumps({"ok": True, "seconds": seconds, "cubin_bytes": len(compiled.asm["cubin"])}))
+"""
+
+
+def compile_for_cuda(
+    path: Path,
+    kernel: str,
+    signature: dict[str, str],
+    constexprs: dict[str, Any] | None = None,
+    num_warps: int = 4,
+    arch: int = 90,
+) -> dict[str, Any]:
+    """Compile ``kernel`` of the file ``path`` for CUDA compute capability ``arch`` (90: H100, H200):
+    ``{"ok": True, "seconds", "cubin_bytes"}`` or ``{"ok": False, "error"}``. ``signature`` gives each
+    argument's Triton type (``*fp32``, ``i32``, ``fp32``, ``constexpr``)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default; set, so it does not warn
+    args = json.dumps([str(path), kernel, signature, constexprs or {}, num_warps, arch])
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def signature_of(params: list[str], floats: tuple[str, ...] = ()) -> dict[str, str]:
+    """A signature for a generated kernel's parameters: ``*_ptr`` float32 pointers, upper-case names
+    constexpr, ``floats`` float32 numbers, the rest 32-bit integers."""
+    out = {}
+    for p in params:
+        if p.endswith("_ptr"):
+            out[p] = "*fp32"
+        elif p.isupper() or p.endswith("_SIZE"):
+            out[p] = "constexpr"
+        else:
+            out[p] = "fp32" if p in floats else "i32"
+    return out
