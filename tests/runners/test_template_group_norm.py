@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from runners.generators.template import Unsupported
+from tests.cuda_compile import compile_for_cuda, signature_of
 from tests.runners.test_template_reductions import _compare, _generate, _modules, fresh_python
 
 GROUP_NORM = """
@@ -90,3 +91,31 @@ def test_what_group_norm_cannot_take_is_declined(tmp_path, expr, message):
     """
     with pytest.raises(Unsupported, match=message):
         _generate(tmp_path, body, "[torch.randn(2, 4, 6)]")
+
+
+def test_long_rows_are_not_tuned_at_warps_that_spill(tmp_path):
+    """A (sample, group) row of 16 x 256 x 64 x 64 in 32 groups holds 32768 elements, the odd-size
+    variant's 65 x 65 rows 65536: at 4 warps each thread would hold 256 or 512 of every vector, and the
+    compiler spilling them took minutes. The autotuner tries only the warps that give each thread at
+    most 64; the most when none does."""
+    source, name, _ = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    namespace: dict[str, object] = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    autotuned, prune = namespace[f"{name}_autotuned"], namespace[f"{name}_warps"]
+    assert autotuned.early_config_prune is prune
+    configs = autotuned.configs
+
+    def warps(block_size: int) -> list[int]:
+        return sorted(c.num_warps for c in prune(configs, {}, BLOCK_SIZE=block_size))
+
+    assert warps(4096) == [4, 8, 16, 32]
+    assert warps(16384) == [8, 16, 32]
+    assert warps(32768) == [16, 32]
+    assert warps(65536) == warps(1 << 20) == [32]
+    # The fewest warps kept at the example's rows compiles for an H100/H200.
+    params = ["x_ptr", "norm_weight_ptr", "norm_bias_ptr", "out_ptr", "n_cols", "n_channels", "n_inner"]
+    signature = signature_of([*params, "norm_num_groups", "norm_eps", "BLOCK_SIZE"], floats=("norm_eps",))
+    compiled = compile_for_cuda(path, name, signature, {"BLOCK_SIZE": 32768}, num_warps=16)
+    assert compiled["ok"], compiled

@@ -83,10 +83,20 @@ def _launch_config(n_elements, on_cuda):
 '''
 _ROW_LAUNCH = '''
 # On CUDA, num_warps is tuned per row length (every choice of the plain launch among them); BLOCK_SIZE
-# is not tuned: it holds the whole row.
+# is not tuned: it holds the whole row. Fewer warps than give each thread at most 64 of the row's
+# elements are not tried: their registers spill, which takes the compiler seconds to minutes and
+# runs slower.
+def {kernel}_warps(configs, named_args, **kwargs):
+    """The configs worth timing for a row of BLOCK_SIZE elements; the most warps when none is."""
+    block_size = kwargs.get("BLOCK_SIZE", 0)
+    kept = [c for c in configs if block_size <= 64 * 32 * c.num_warps]
+    return kept or [max(configs, key=lambda c: c.num_warps)]
+
+
 {kernel}_autotuned = triton.autotune(
     configs=[triton.Config({}, num_warps=w) for w in (4, 8, 16, 32)],
     key=["n_cols"],
+    prune_configs_by={"early_config_prune": {kernel}_warps},
 )({kernel})
 
 
