@@ -25,11 +25,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import os
 import random
 import secrets
 import shutil
 import tempfile
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -64,6 +66,7 @@ LARGE_CALL_BYTES = 256 * 2**20
 # The call the runners make with other weights (``Call.weights_seed``): nothing captured at the
 # first call survives it.
 OTHER_WEIGHTS = "normal, other weights"
+DRAW_THREADS = 8  # threads drawing a module's inputs side by side (at most the machine's cores)
 TIMING_SETS = 2  # input sets the timed calls alternate between (each call scaled afresh)
 TIMING_SIGMAS = 6.0  # an honest projection stays within this many standard deviations
 # The judge's clock against a claimed time per call: up to CLOCK_SLACK times the claim plus 50 us,
@@ -139,6 +142,15 @@ def _map_float(values: list[Any], fn: Any) -> list[Any]:
     return [fn(v) if _floating(v) else v for v in values]
 
 
+def _floats(fn: Any) -> Any:
+    """``fn`` applied to each floating tensor of a list of values."""
+    return lambda values: _map_float(values, fn)
+
+
+def _clones(values: list[Any]) -> list[Any]:
+    return [v.clone() if isinstance(v, torch.Tensor) else v for v in values]
+
+
 def _large(v: torch.Tensor, gen: torch.Generator) -> torch.Tensor:
     """Magnitudes in the hundreds (an unstabilised softmax overflows past ~88) and a few outliers
     a hundred times larger still."""
@@ -207,6 +219,30 @@ def _draw(specs: list[Any], seed: int, dtype: torch.dtype | None) -> list[Any]:
     return values
 
 
+class _Draws:
+    """Inputs drawn on a pool of threads: each draw has its own generator (``_draw``), so the values
+    are the same bits as drawn one after the other, and drawing benchmark-size inputs (seconds a
+    tensor on one core) takes the time of the longest few instead of their sum."""
+
+    def __init__(self) -> None:
+        self.pool = ThreadPoolExecutor(max_workers=min(DRAW_THREADS, os.cpu_count() or 1))
+
+    def __enter__(self) -> _Draws:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.pool.shutdown(wait=True, cancel_futures=True)
+
+    def draw(
+        self, specs: list[Any], seed: int, dtype: torch.dtype | None, make: Any = None
+    ) -> Future[list[Any]]:
+        """The values drawn for ``specs`` with ``seed``, and ``make`` of them when given (on the same
+        thread: it must draw nothing)."""
+        if make is None:
+            return self.pool.submit(_draw, specs, seed, dtype)
+        return self.pool.submit(lambda: make(_draw(specs, seed, dtype)))
+
+
 def plan_families(
     specs: list[Any],
     variants: list[list[Any]],
@@ -223,62 +259,68 @@ def plan_families(
         return rng.randrange(2**31)
 
     gen = torch.Generator().manual_seed(s())
-    first = _draw(specs, s(), dtype)
-    plan: list[tuple[str, list[Any], bool]] = [
-        ("normal", first, False),
-        ("normal", _draw(specs, s(), dtype), False),
-        (
-            "large magnitudes and outliers",
-            _map_float(_draw(specs, s(), dtype), lambda v: _large(v, gen)),
-            False,
-        ),
-        ("strided views (non-contiguous)", _map_float(_draw(specs, s(), dtype), _strided), False),
-        (OTHER_WEIGHTS, _draw(specs, s(), dtype), False),
-    ]
-    per_call = sum(v.numel() * v.element_size() for v in first if isinstance(v, torch.Tensor))
-    if per_call <= LARGE_CALL_BYTES:
-        plan += [
-            ("zero and all-negative rows", _map_float(_draw(specs, s(), dtype), _zero_negative_rows), False),
-            ("transposed views (non-contiguous)", _map_float(_draw(specs, s(), dtype), _transposed), False),
-            (
-                "the same inputs again",
-                [v.clone() if isinstance(v, torch.Tensor) else v for v in first],
-                False,
-            ),
+    with _Draws() as pool:
+
+        def draw(make: Any = None, of: list[Any] = specs) -> Future[list[Any]]:
+            return pool.draw(of, s(), dtype, make)
+
+        # (family, its draw, what is then made of it on this thread (None: nothing), records): large
+        # magnitudes take their outliers from ``gen``, in the order the families were always made.
+        wanted: list[tuple[str, Future[list[Any]], Any, bool]] = []
+        first = draw()
+        wanted += [
+            ("normal", first, None, False),
+            ("normal", draw(), None, False),
+            ("large magnitudes and outliers", draw(), _floats(lambda v: _large(v, gen)), False),
+            ("strided views (non-contiguous)", draw(_floats(_strided)), None, False),
+            (OTHER_WEIGHTS, draw(), None, False),
         ]
-        one = _batch_of_one(specs)
-        if one is not None:
-            plan.append(("batch of one", _draw(one, s(), dtype), False))
-        for variant in variants[:3]:
-            shapes = inputs.tensor_shapes(variant)
-            plan.append((f"other sizes {shapes}", _draw(variant, s(), dtype), False))
-    # Compiled, as a user who compiles the model calls it: the suggestion must keep working (a graph
-    # break, a launch Dynamo cannot trace or a wrong fake implementation fails these calls).
-    if compiled:
-        plan.append((COMPILED, _draw(specs, s(), dtype), False))
-    if compiled and grad:
-        plan.append((f"{COMPILED}, autograd recording", _draw(specs, s(), dtype), True))
-    if grad:
-        plan.append(("normal, autograd recording", _draw(specs, s(), dtype), True))
-        plan.append(
-            ("strided views, autograd recording", _map_float(_draw(specs, s(), dtype), _strided), True)
-        )
-        if per_call <= LARGE_CALL_BYTES:  # a Triton backward is held to the families that find bugs
-            plan.append(
-                (
-                    "large magnitudes, autograd recording",
-                    _map_float(_draw(specs, s(), dtype), lambda v: _large(v, gen)),
-                    True,
+        per_call = sum(v.numel() * v.element_size() for v in first.result() if isinstance(v, torch.Tensor))
+        if per_call <= LARGE_CALL_BYTES:
+            wanted += [
+                ("zero and all-negative rows", draw(_floats(_zero_negative_rows)), None, False),
+                ("transposed views (non-contiguous)", draw(_floats(_transposed)), None, False),
+                ("the same inputs again", pool.pool.submit(lambda: _clones(first.result())), None, False),
+            ]
+            one = _batch_of_one(specs)
+            if one is not None:
+                wanted.append(("batch of one", draw(of=one), None, False))
+            for variant in variants[:3]:
+                shapes = inputs.tensor_shapes(variant)
+                wanted.append((f"other sizes {shapes}", draw(of=variant), None, False))
+        # Compiled, as a user who compiles the model calls it: the suggestion must keep working (a graph
+        # break, a launch Dynamo cannot trace or a wrong fake implementation fails these calls).
+        if compiled:
+            wanted.append((COMPILED, draw(), None, False))
+        if compiled and grad:
+            wanted.append((f"{COMPILED}, autograd recording", draw(), None, True))
+        if grad:
+            wanted.append(("normal, autograd recording", draw(), None, True))
+            wanted.append(("strided views, autograd recording", draw(_floats(_strided)), None, True))
+            if per_call <= LARGE_CALL_BYTES:  # a Triton backward is held to the families that find bugs
+                wanted.append(
+                    ("large magnitudes, autograd recording", draw(), _floats(lambda v: _large(v, gen)), True)
                 )
-            )
-            plan.append(
-                (
-                    "zero and all-negative rows, autograd recording",
-                    _map_float(_draw(specs, s(), dtype), _zero_negative_rows),
-                    True,
+                wanted.append(
+                    (
+                        "zero and all-negative rows, autograd recording",
+                        draw(_floats(_zero_negative_rows)),
+                        None,
+                        True,
+                    )
                 )
-            )
+        plan: list[tuple[str, list[Any], bool]] = []
+        for family, drawn, make, records in wanted:
+            values = drawn.result()
+            plan.append((family, values if make is None else make(values), records))
     return plan
+
+
+def draw_sets(specs: list[Any], seeds: list[int], dtype: torch.dtype | None) -> list[list[Any]]:
+    """One set of inputs per seed, drawn side by side (``_Draws``)."""
+    with _Draws() as pool:
+        drawn = [pool.draw(specs, seed, dtype) for seed in seeds]
+        return [d.result() for d in drawn]
 
 
 # Bytes on disk per byte of a call's inputs, over the module's checks: the inputs, the reference's
@@ -418,10 +460,8 @@ class Judge:
                 )
                 self.planned.append(Planned(family, call, values))
             if timing:
-                sets = tuple(
-                    tuple(arg(v) for v in _draw(build["inputs"], rng.randrange(2**31), checked))
-                    for _ in range(TIMING_SETS)
-                )
+                seeds = [rng.randrange(2**31) for _ in range(TIMING_SETS)]
+                sets = tuple(tuple(arg(v) for v in d) for d in draw_sets(build["inputs"], seeds, checked))
                 self.timing = TimingPlan(sets=sets, seed=rng.randrange(2**31), compile=compile_baseline)
                 if grad and time_training:  # the same input sets, other scales, weights and upstreams
                     self.training_timing = dataclasses.replace(

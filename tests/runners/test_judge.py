@@ -29,6 +29,7 @@ import pytest
 import torch
 
 from runners import buffers
+from runners import judge as judge_module
 from runners.judge import CANDIDATE_OUTPUTS, Judge, plan_families, uses_tf32_dot
 from runners.protocol import PROTOCOL_VERSION, CallReply, ProtocolError, RunReply, TensorRef
 from runners.sandbox import Limits
@@ -749,6 +750,29 @@ def test_families_are_seeded_and_differ_between_seeds():
     rows = by_family["zero and all-negative rows"][0]
     assert not rows[0].any() and bool((rows[1] < 0).all())
     assert [g for _, _, g in a].count(True) == 4  # normal, strided, large magnitudes, zero rows
+
+
+def test_families_are_the_same_bits_however_many_threads_draw_them(monkeypatch):
+    """Inputs are drawn side by side (seconds a tensor at benchmark sizes); each draw has its own
+    generator, so the values, views and outliers are the same as drawn one after the other."""
+    specs = [
+        {"tensor": {"shape": [6, 8], "dtype": "float32", "dist": "normal"}},
+        {"tensor": {"shape": [6], "dtype": "int64", "dist": "randint", "low": 0, "high": 5}},
+    ]
+    variants = [[{"tensor": {"shape": [12, 8], "dtype": "float32"}}, specs[1]]]
+    monkeypatch.setattr(judge_module, "DRAW_THREADS", 1)
+    one = plan_families(specs, variants, None, 11, grad=True, compiled=True)
+    monkeypatch.setattr(judge_module, "DRAW_THREADS", 8)
+    eight = plan_families(specs, variants, None, 11, grad=True, compiled=True)
+    assert [(f, g) for f, _, g in one] == [(f, g) for f, _, g in eight]
+    for (family, a, _), (_, b, _) in zip(one, eight, strict=True):
+        for x, y in zip(a, b, strict=True):
+            assert torch.equal(x, y) and x.stride() == y.stride(), family
+    again, first = {f: v for f, v, _ in one}["the same inputs again"][0], one[0][1][0]
+    assert torch.equal(again, first) and again is not first
+    sets = judge_module.draw_sets(specs, [5, 6], None)
+    assert torch.equal(sets[0][0], judge_module._draw(specs, 5, None)[0])
+    assert not torch.equal(sets[0][0], sets[1][0])
 
 
 def test_the_judge_shuffles_and_names_calls_without_their_family():
