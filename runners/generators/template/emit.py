@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import json
+import re
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -105,8 +106,11 @@ def _launch_config(n_rows, n_cols, on_cuda):
 
     On CUDA the autotuned kernel picks num_warps. Under the Triton interpreter, where triton.jit gives
     no JITFunction and timing settings means nothing, a plain launch with more warps for longer rows.
+    Rows longer than 65536 elements, which registers cannot hold, go to {kernel}_looped.
     """
     block_size = triton.next_power_of_2(n_cols)
+    if block_size > LOOPED_ABOVE:
+        return {kernel}_looped, (n_rows,), {"BLOCK_SIZE": LOOPED_BLOCK, "num_warps": 8}
     if on_cuda and isinstance({kernel}, triton.JITFunction):
         return {kernel}_autotuned, (n_rows,), {"BLOCK_SIZE": block_size}
     num_warps = 4
@@ -194,25 +198,27 @@ def uses_cols(kernel: Kernel) -> bool:
     return any(load.kind == COL or load.partner for load in kernel.loads)
 
 
+def _load_line(load: Load, others: dict[str, str]) -> str:
+    """``x = tl.load(...)`` for one of the kernel's loads (unindented), ``others`` its masked value."""
+    if load.kind == ROW:  # one value per row (a class index), unmasked
+        cast = "" if load.integer else ".to(tl.float32)"
+        return f"{load.var} = tl.load({load.ptr} + row){cast}"
+    if load.kind == BCAST:
+        where = "(" + " + ".join(f"coord_{d} * {stride}" for d, stride in enumerate(load.strides)) + ")"
+    else:
+        where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
+    if load.half is not None:
+        where = "split_offsets + n_cols" if load.half else "split_offsets"
+    if load.partner:
+        where = "partner_offsets"
+    text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
+    return f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)")
+
+
 def load_and_compute(kernel: Kernel) -> list[str]:
     """The kernel's loads and statements, unindented: the forward kernel and its backward share them."""
-    lines = []
     others, plain = _masked(kernel)
-    for load in kernel.loads:
-        if load.kind == ROW:  # one value per row (a class index), unmasked
-            cast = "" if load.integer else ".to(tl.float32)"
-            lines.append(f"{load.var} = tl.load({load.ptr} + row){cast}")
-            continue
-        if load.kind == BCAST:
-            where = "(" + " + ".join(f"coord_{d} * {stride}" for d, stride in enumerate(load.strides)) + ")"
-        else:
-            where = {FULL: "offsets", COL: "cols", CHANNEL: "channels"}[load.kind]
-        if load.half is not None:
-            where = "split_offsets + n_cols" if load.half else "split_offsets"
-        if load.partner:
-            where = "partner_offsets"
-        text = f"tl.load({load.ptr} + {where}, mask=mask, other={others[load.var]})"
-        lines.append(f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)"))
+    lines = [_load_line(load, others) for load in kernel.loads]
     for i, stmt in enumerate(kernel.body):
         if isinstance(stmt, Reduce):
             fn, neutral = REDUCE[stmt.op]
@@ -223,7 +229,9 @@ def load_and_compute(kernel: Kernel) -> list[str]:
     return lines
 
 
-def render_kernel(kernel: Kernel, name: str) -> str:
+def render_kernel(kernel: Kernel, name: str, looped: bool = True) -> str:
+    """The kernel's source; for a row kernel also its looped twin for long rows (``render_looped``)
+    where it has one, unless ``looped`` is False."""
     rows = kernel.rows
     assert kernel.output is not None
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
@@ -266,7 +274,9 @@ def render_kernel(kernel: Kernel, name: str) -> str:
         lines.append(f"    tl.store(out_ptr + offsets, {store}, mask=mask)")
     else:
         lines.append(f"    tl.store(out_ptr + row, {store})")
-    return "\n".join(lines) + "\n"
+    source = "\n".join(lines) + "\n"
+    twin = render_looped(kernel, name) if rows and looped else None
+    return source if twin is None else source + "\n\n" + twin
 
 
 def channel_sizes(kernel: Kernel) -> list[str]:
@@ -326,7 +336,114 @@ def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -
     launch), the one place launch settings come from."""
     template = _ROW_LAUNCH if kernel.rows else POINTWISE_LAUNCH
     text = template.strip("\n").replace("{kernel}", name)
+    if kernel.rows and render_looped(kernel, name) is None:  # whole rows at every length
+        start = text.index("    if block_size > LOOPED_ABOVE:")
+        text = text[:start] + text[text.index("    if on_cuda and", start) :]
+    elif kernel.rows:
+        text = text.replace("LOOPED_ABOVE", str(LOOPED_ABOVE)).replace("LOOPED_BLOCK", str(LOOPED_BLOCK))
     return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
+
+
+# Rows longer than this many elements (rounded up to a power of two) are too long for the whole-row
+# kernel: at 32 warps each thread would hold more than 64 of them, and past 2^20 Triton has no block
+# that holds them at all. The looped kernel walks them in blocks of LOOPED_BLOCK.
+LOOPED_ABOVE = 65536
+LOOPED_BLOCK = 4096
+_COMBINE = {"sum": "{acc} + {v}", "max": "tl.maximum({acc}, {v})", "min": "tl.minimum({acc}, {v})"}
+
+
+def render_looped(kernel: Kernel, name: str) -> str | None:
+    """The row kernel for rows longer than registers hold, ``{name}_looped``: one pass over the row
+    per reduction, each accumulating a block of partial results that is reduced after the pass, then a
+    pass that writes the output (for one value per row, the output after the last pass). Each pass
+    loads and computes again only what its reduction (or the output) needs; the reductions of earlier
+    passes are numbers by then. None where a value is assigned twice (each pass must be able to
+    compute any value from the loads alone)."""
+    out = kernel.output
+    assert out is not None
+    loads = {load.var: load for load in kernel.loads}
+    index: dict[str, int] = {}
+    for i, stmt in enumerate(kernel.body):
+        var = stmt.var if isinstance(stmt, Reduce) else stmt[0]
+        if var in index or var in loads:
+            return None
+        index[var] = i
+    known = set(index) | set(loads)
+
+    def needs(expr: str, reduced: set[str]) -> tuple[list[Load], list[tuple[str, str]]]:
+        """The loads and statements, in the kernel's order, that ``expr`` needs, given ``reduced``."""
+        wanted: set[str] = set()
+        stack = [n for n in _names(expr) if n in known]
+        while stack:
+            var = stack.pop()
+            if var in wanted or var in reduced:
+                continue
+            wanted.add(var)
+            if var in index:
+                stmt = kernel.body[index[var]]
+                assert not isinstance(stmt, Reduce)  # a later pass's reduction: never an earlier's input
+                stack += [n for n in _names(stmt[1]) if n in known]
+        body = [stmt for stmt in kernel.body if not isinstance(stmt, Reduce) and stmt[0] in wanted]
+        return [load for load in kernel.loads if load.var in wanted], body
+
+    others, _ = _masked(kernel)
+    per_row = [load for load in kernel.loads if load.kind == ROW]
+    lines = [
+        "    row = tl.program_id(0).to(tl.int64)",
+        *(f"    {_load_line(load, others)}" for load in per_row),
+    ]
+
+    def walk(lines_in: list[str], want: list[Load], body: list[tuple[str, str]]) -> list[str]:
+        """A pass over the row: its loads and statements, then ``lines_in``."""
+        reads = " ".join(expr for _, expr in body)
+        where = any(load.kind in (CHANNEL, BCAST) for load in want) or "coord_" in reads
+        halves = any(load.half is not None or load.partner for load in want)
+        head = [
+            "for start in range(0, n_cols, BLOCK_SIZE):",
+            "    cols = start + tl.arange(0, BLOCK_SIZE)",
+            "    mask = cols < n_cols",
+            "    offsets = row * n_cols + cols",
+            *(f"    {line}" for line in (channel_lines(kernel) if where else [])),
+            *(f"    {line}" for line in (split_lines(kernel, "row") if halves else [])),
+            *(f"    {_load_line(load, others)}" for load in want if load.kind != ROW),
+            *(f"    {var} = {expr}" for var, expr in body),
+        ]
+        return [f"    {line}" for line in [*head, *(f"    {line}" for line in lines_in)]]
+
+    reduced: set[str] = set()
+    for stmt in kernel.body:
+        if not isinstance(stmt, Reduce):
+            continue
+        fn, neutral = REDUCE[stmt.op]
+        want, body = needs(stmt.operand, reduced)
+        acc = f"{stmt.var}_acc"
+        if acc in known:
+            return None
+        lines.append(f"    {acc} = tl.full((BLOCK_SIZE,), {neutral}, tl.float32)")
+        value = f"tl.where(mask, {stmt.operand}, {neutral})"
+        lines += walk([f"{acc} = " + _COMBINE[stmt.op].format(acc=acc, v=value)], want, body)
+        lines.append(f"    {stmt.var} = " + stmt.template.format(r=f"{fn}({acc}, axis=0)"))
+        reduced.add(stmt.var)
+    want, body = needs(out.name, reduced)
+    store = f"{out.name}.to(out_ptr.dtype.element_ty)"
+    if out.kind == FULL:
+        lines += walk([f"tl.store(out_ptr + offsets, {store}, mask=mask)"], want, body)
+    else:  # one value per row: the reductions' numbers
+        if any(load.kind != ROW for load in want):
+            return None
+        lines += [f"    {var} = {expr}" for var, expr in body]
+        lines.append(f"    tl.store(out_ptr + row, {store})")
+    whole = render_kernel(kernel, f"{name}_looped", looped=False)
+    signature = whole[: whole.index("    row = tl.program_id(0)")]
+    return signature + "\n".join(lines) + "\n"
+
+
+def _names(expr: str) -> list[str]:
+    """The names an expression reads (attributes after a dot excluded)."""
+    return [m.group(1) for m in _NAME.finditer(expr) if m.group(0)[0] != "."]
+
+
+_NAME = re.compile(r"\.?\b([A-Za-z_][A-Za-z_0-9]*)")
 
 
 # ---------------------------------------------------------------------------

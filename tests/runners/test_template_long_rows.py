@@ -1,0 +1,144 @@
+"""The template's looped row kernel: rows longer than 65536 elements, which no thread block holds in
+registers (and past 2^20 Triton has no block for at all), are walked in blocks, one pass per
+reduction and one to write. Generated as the engine does and run in a fresh Python under Triton's
+interpreter against PyTorch in float64 (``test_template_reductions``' helpers), with the launch
+recorded to show the looped kernel ran; and compiled for an H100/H200 (``tests/cuda_compile.py``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import torch
+
+from runners.generators.template import emit
+from tests.cuda_compile import compile_for_cuda, signature_of
+from tests.runners.test_template_group_norm import GROUP_NORM
+from tests.runners.test_template_reductions import LOGSUMEXP, _compare, _generate, fresh_python
+
+LONG = emit.LOOPED_ABOVE + 3  # a row one block past what the whole-row kernel takes
+
+RESIDUAL_LAYER_NORM = """
+class M(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        with torch.no_grad():
+            self.norm.weight.add_(0.1 * torch.randn(dim))
+            self.norm.bias.add_(0.1 * torch.randn(dim))
+
+    def forward(self, x, residual):
+        return self.norm(x + residual)
+"""
+SOFTMAX = """
+class M(nn.Module):
+    def forward(self, x):
+        return torch.softmax(x * 0.5, dim=-1)
+"""
+RMS_NORM = """
+class M(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.weight = nn.Parameter(1.0 + 0.1 * torch.randn(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+"""
+MSE = """
+class M(nn.Module):
+    def forward(self, x, y):
+        return F.mse_loss(x, y)
+"""
+CENTERED_MAX = """
+class M(nn.Module):
+    def forward(self, x):
+        return x - x.amax(dim=-1, keepdim=True) + x.amin(dim=-1, keepdim=True)
+"""
+
+
+def _module(source: str, init: tuple[Any, ...]) -> tuple[torch.nn.Module, torch.nn.Module, list[str]]:
+    """(the original, the generated module, the name of each kernel its launches ran)."""
+    original: dict[str, Any] = {}
+    exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
+    generated: dict[str, Any] = {}
+    exec(compile(source, "generated.py", "exec"), generated)
+    launched: list[str] = []
+    launch = generated["_launch_config"]
+
+    def recording(*args: Any) -> Any:
+        kernel, grid, config = launch(*args)
+        launched.append(getattr(kernel, "fn", kernel).__name__)
+        return kernel, grid, config
+
+    generated["_launch_config"] = recording
+    ref, new = original["M"](*init).eval(), generated["M"](*init).eval()
+    new.load_state_dict(ref.state_dict())
+    return ref, new, launched
+
+
+CASES = {
+    "group_norm": (GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]", (4, 8), [(2, 8, 190, 190)]),
+    "residual_layer_norm": (
+        RESIDUAL_LAYER_NORM,
+        "[torch.randn(2, 16), torch.randn(2, 16)]",
+        "[16]",
+        (LONG,),
+        [(3, LONG), (3, LONG)],
+    ),
+    "softmax": (SOFTMAX, "[torch.randn(2, 16)]", "[]", (), [(2, LONG)]),
+    "logsumexp": (LOGSUMEXP, "[torch.randn(2, 16)]", "[]", (), [(3, LONG)]),
+    "rms_norm": (RMS_NORM, "[torch.randn(2, 16)]", "[16]", (LONG,), [(2, LONG)]),
+    "mse_loss": (MSE, "[torch.randn(2, 16), torch.randn(2, 16)]", "[]", (), [(2, LONG), (2, LONG)]),
+    "max_and_min": (CENTERED_MAX, "[torch.randn(2, 16)]", "[]", (), [(2, LONG)]),
+}
+
+
+# Shorter rows for the cases whose weights do not fix the row's length.
+SHORT = {
+    "group_norm": [(2, 8, 3, 3)],
+    "softmax": [(2, 8)],
+    "logsumexp": [(3, 8)],
+    "mse_loss": [(2, 8), (2, 8)],
+    "max_and_min": [(2, 8)],
+}
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+@fresh_python
+def test_long_rows_take_the_looped_kernel_and_match_torch(tmp_path, case):
+    body, inputs, init_expr, init, shapes = CASES[case]
+    source, name, _ = _generate(tmp_path, body, inputs, init_expr)
+    assert f"def {name}_looped(" in source
+    ref, new, launched = _module(source, init)
+    torch.manual_seed(0)
+    xs = [torch.randn(shape) * 3 + 0.5 for shape in shapes]
+    _compare(ref, new, *xs, tol=2e-5)
+    assert f"{name}_looped" in launched
+    if case in SHORT:  # the same module on short rows: the whole-row kernel
+        launched.clear()
+        _compare(ref, new, *(torch.randn(shape) for shape in SHORT[case]))
+        assert launched and f"{name}_looped" not in launched
+
+
+@fresh_python
+def test_long_rows_of_infinities_are_torchs(tmp_path):
+    source, name, _ = _generate(tmp_path, LOGSUMEXP, "[torch.randn(4, 100)]")
+    ref, new, launched = _module(source, ())
+    x = torch.randn(4, LONG)
+    x[0] = -float("inf")
+    x[1, 7] = float("inf")
+    x[2, LONG - 1] = float("inf")
+    with torch.no_grad():
+        assert torch.equal(new(x), ref(x))
+    assert launched == [f"{name}_looped"]
+
+
+def test_the_looped_kernel_compiles_for_the_gpu(tmp_path):
+    source, name, _ = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    params = ["x_ptr", "norm_weight_ptr", "norm_bias_ptr", "out_ptr", "n_cols", "n_channels", "n_inner"]
+    signature = signature_of([*params, "norm_num_groups", "norm_eps", "BLOCK_SIZE"], floats=("norm_eps",))
+    compiled = compile_for_cuda(path, f"{name}_looped", signature, {"BLOCK_SIZE": emit.LOOPED_BLOCK}, 8)
+    assert compiled["ok"], compiled
