@@ -385,6 +385,26 @@ def test_chunked_comparison_gives_the_same_verdict_and_evidence(monkeypatch, chu
         compare(nan, ref64, native, "w", False, "cpu")
 
 
+@pytest.mark.parametrize("chunk", [7, 64])
+def test_chunks_compared_whole_and_masked_agree(monkeypatch, chunk):
+    """A chunk finite everywhere is compared whole; one with a NaN or an infinity, element by element
+    past them. One NaN where the reference has one changes nothing else."""
+    monkeypatch.setattr(verify, "COMPARE_CHUNK", chunk)
+    ref64, native = ref_and_native((12, 50), seed=4)
+    got = native + 5e-5
+    whole = compare(got, ref64, native, "w", False, "cpu")
+    with_nan = [t.clone() for t in (got, ref64, native)]
+    for t in with_nan:
+        t[5, 5] = float("nan")
+    masked = compare(*with_nan, "w", False, "cpu")
+    assert masked.max_abs == pytest.approx(whole.max_abs, rel=1e-3)
+    assert masked.max_rel == pytest.approx(whole.max_rel, rel=1e-3)
+    bad = with_nan[0].clone()
+    bad[11, 49] += 0.5  # in a chunk compared whole
+    with pytest.raises(Mismatch, match="1 of 599 elements off"):
+        compare(bad, *with_nan[1:], "w", False, "cpu")
+
+
 def test_a_small_relative_l2_drift_is_caught_across_chunks(monkeypatch):
     monkeypatch.setattr(verify, "COMPARE_CHUNK", 100)
     ref64 = torch.full((1000,), 1.0, dtype=torch.float64)
