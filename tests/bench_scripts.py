@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.util
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -22,3 +23,16 @@ def load(path: Path, name: str) -> ModuleType:
 def script(name: str) -> ModuleType:
     """``bench/<name>.py`` as the module ``name``."""
     return load(ROOT / "bench" / f"{name}.py", name)
+
+
+def run(*args: str) -> list[str]:
+    """``python bench/<args>`` from the repository root, in a bare environment: its output's lines."""
+    return subprocess.run(
+        [sys.executable, *args],
+        cwd=ROOT,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout.splitlines()

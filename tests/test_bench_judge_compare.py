@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_scripts import run
 
 
 def test_the_script_times_both_paths():
-    out = subprocess.run(
-        [sys.executable, "bench/judge_compare.py", "--millions", "0.1", "--repeat", "2"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout.splitlines()
+    out = run("bench/judge_compare.py", "--millions", "0.1", "--repeat", "2")
     assert out[0].startswith("100000 float32 elements")
     assert out[1].startswith("finite everywhere (s):") and len(out[1].split(":")[1].split()) == 2
     assert out[2].startswith("a NaN in each chunk, masked (s):") and len(out[2].split(":")[1].split()) == 2

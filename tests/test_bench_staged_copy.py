@@ -2,23 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.bench_scripts import run
 
 
 def test_the_script_times_both_paths():
-    out = subprocess.run(
-        [sys.executable, "bench/staged_copy.py", "--gib", "0.01", "--repeat", "2"],
-        cwd=ROOT,
-        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=True,
-    ).stdout.splitlines()
+    out = run("bench/staged_copy.py", "--gib", "0.01", "--repeat", "2")
     assert out[0].startswith("0.01 GiB")
     assert out[1].startswith("fresh bytearray (s):") and len(out[1].split(":")[1].split()) == 2
     assert out[2].startswith("staged through 64 MiB (s):") and len(out[2].split(":")[1].split()) == 2
