@@ -12,10 +12,17 @@ from typing import Any
 import pytest
 import torch
 
+from runners.fallback import with_original_path
 from runners.generators.template import emit
 from tests.cuda_compile import compile_for_cuda, signature_of
 from tests.runners.test_template_group_norm import GROUP_NORM
-from tests.runners.test_template_reductions import LOGSUMEXP, _compare, _generate, fresh_python
+from tests.runners.test_template_reductions import (
+    LOGSUMEXP,
+    _compare,
+    _generate,
+    _through_function,
+    fresh_python,
+)
 
 LONG = emit.LOOPED_ABOVE + 3  # a row one block past what the whole-row kernel takes
 
@@ -55,6 +62,17 @@ class M(nn.Module):
     def forward(self, x):
         return x - x.amax(dim=-1, keepdim=True) + x.amin(dim=-1, keepdim=True)
 """
+
+
+def _outputs_match(ref: torch.nn.Module, new: torch.nn.Module, *xs: torch.Tensor, tol: float = 2e-5) -> None:
+    """The outputs, without autograd, against PyTorch's in float64."""
+    with torch.no_grad():
+        want = ref.double()(*(x.double() for x in xs))
+        ref.float()
+        got = new(*xs)
+    assert got.shape == want.shape and got.dtype == torch.float32
+    scale = max(1.0, want.abs().max().item())
+    assert (got.double() - want).abs().max().item() <= tol * scale
 
 
 def _module(source: str, init: tuple[Any, ...]) -> tuple[torch.nn.Module, torch.nn.Module, list[str]]:
@@ -113,12 +131,37 @@ def test_long_rows_take_the_looped_kernel_and_match_torch(tmp_path, case):
     ref, new, launched = _module(source, init)
     torch.manual_seed(0)
     xs = [torch.randn(shape) * 3 + 0.5 for shape in shapes]
-    _compare(ref, new, *xs, tol=2e-5)
-    assert f"{name}_looped" in launched
+    _outputs_match(ref, new, *xs)
+    assert launched == [f"{name}_looped"]
+    # Recording autograd, long rows are the original computation's (the suggestion takes it there):
+    # the backward kernel holds the whole row.
+    with pytest.raises(NotImplementedError, match="rows longer than 65536 elements train eagerly"):
+        new(*xs)
     if case in SHORT:  # the same module on short rows: the whole-row kernel
         launched.clear()
         _compare(ref, new, *(torch.randn(shape) for shape in SHORT[case]))
         assert launched and f"{name}_looped" not in launched
+
+
+@fresh_python
+def test_the_suggestion_trains_long_rows_eagerly_and_infers_with_the_looped_kernel(tmp_path):
+    source, name, _ = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
+    original, generated = source.split('\n\n\n"""', 1)
+    suggested = with_original_path('"""' + generated, original, "M")
+    ref, new, launched = _module(original + "\n\n\n" + suggested, (4, 8))
+    x = torch.randn(2, 8, 190, 190)
+    leaf = x.clone().requires_grad_(True)
+    got = new(leaf)  # recording autograd: the original computation, with its gradients
+    assert launched == [] and not _through_function(got.grad_fn)
+    up = torch.randn(got.shape)
+    grads = torch.autograd.grad(got, [leaf, *new.parameters()], up)
+    leaf64 = x.double().requires_grad_(True)
+    want = torch.autograd.grad(ref.double()(leaf64), [leaf64, *ref.parameters()], up.double())
+    ref.float()
+    for g, w in zip(grads, want, strict=True):
+        assert (g.double() - w).abs().max().item() <= 1e-4 * max(1.0, w.abs().max().item())
+    _outputs_match(ref, new, x)
+    assert launched == [f"{name}_looped"]
 
 
 @fresh_python

@@ -116,6 +116,7 @@ The package, in the order a module goes through it:
 
 from __future__ import annotations
 
+import dataclasses
 import textwrap
 from typing import Any
 
@@ -129,6 +130,7 @@ from runners.generators.template.emit import (
     RESULT_DTYPE,
     TANH,
     kernel_name,
+    long_row_guard,
     render_forward,
     render_kernel,
     render_launch,
@@ -180,7 +182,8 @@ def render_module_with_backward(
     if backward:
         try:
             grad = render_backward(kernel, name)
-            ops, forward = render_function(kernel, name, grad, parts.signature, parts.returns)
+            trained = dataclasses.replace(kernel, guards=[*kernel.guards, *long_row_guard(kernel)])
+            ops, forward = render_function(trained, name, grad, parts.signature, parts.returns)
         except Unsupported:
             grad = None
     context = [c for c in parts.context if c not in HEADER]

@@ -438,6 +438,19 @@ def render_looped(kernel: Kernel, name: str) -> str | None:
     return signature + "\n".join(lines) + "\n"
 
 
+def long_row_guard(kernel: Kernel) -> list[tuple[str, str]]:
+    """For a row kernel with a backward: autograd recording on rows longer than the whole-row kernel
+    takes goes to the original computation (the backward kernel holds the whole row: past
+    LOOPED_ABOVE its registers spill, past 2^20 elements it does not compile). Without autograd the
+    looped kernel takes them."""
+    if not kernel.rows:
+        return []
+    groups = dict(kernel.scalars).get(kernel.groups, kernel.groups)  # forward's expression of it
+    width = row_width(dataclasses.replace(kernel, groups=groups), kernel.main)
+    why = f"the backward kernel holds the whole row: rows longer than {LOOPED_ABOVE} elements train eagerly"
+    return [(f"torch.is_grad_enabled() and triton.next_power_of_2({width}) > {LOOPED_ABOVE}", why)]
+
+
 def _names(expr: str) -> list[str]:
     """The names an expression reads (attributes after a dot excluded)."""
     return [m.group(1) for m in _NAME.finditer(expr) if m.group(0)[0] != "."]
