@@ -462,6 +462,43 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+class _SquareSum:
+    """A sum of squares kept as ``scale**2 * ssq`` (as LAPACK's dnrm2 does), so a reference whose
+    squares pass float64's range (magnitudes past ~1e154) still has a finite RMS and L2 norm: summed
+    plainly, they became infinite, and the bounds built on them let every element through."""
+
+    def __init__(self) -> None:
+        self.scale = 0.0
+        self.ssq = 0.0
+
+    def add(self, v: torch.Tensor, largest: float, plain: float | None = None) -> None:
+        """Add the squares of ``v`` (finite), whose largest magnitude is ``largest``; ``plain``: their
+        sum already taken, if it is."""
+        if largest == 0.0:
+            return
+        plain = float(torch.dot(v, v)) if plain is None else plain
+        square = largest * largest
+        if math.isfinite(plain) and math.isfinite(square) and square > 0.0:
+            part = plain / square
+        else:  # the squares overflow (or underflow): sum them scaled
+            scaled = v / largest
+            part = float(torch.dot(scaled, scaled))
+        if largest > self.scale:
+            self.ssq = self.ssq * (self.scale / largest) ** 2 + part
+            self.scale = largest
+        else:
+            self.ssq += part * (largest / self.scale) ** 2
+
+    def norm(self) -> float:
+        return self.scale * math.sqrt(self.ssq)
+
+    def over(self, other: _SquareSum) -> float:
+        """This norm over ``other``'s (positive)."""
+        if self.scale == 0.0:
+            return 0.0
+        return (self.scale / other.scale) * math.sqrt(self.ssq / other.ssq)
+
+
 def _compare_float(
     gt: torch.Tensor,
     rt: torch.Tensor,
@@ -476,7 +513,7 @@ def _compare_float(
     atol, rtol, l2tol = table.get(key, table["float32"])
     count = 0
     own = max_abs = max_rel = 0.0
-    sum_r2 = sum_d2 = sum_own2 = 0.0
+    sum_r2, sum_d2, sum_own2 = _SquareSum(), _SquareSum(), _SquareSum()
     finite: set[int] = set()  # the chunks where both are finite everywhere: no masks needed
     for start, g, r, n in _chunks(gt, rt, nt):
         d = (g - r).abs()
@@ -488,9 +525,9 @@ def _compare_float(
             own = max(own, float(nv.max()))
             max_abs = max(max_abs, float(d.max()))
             max_rel = max(max_rel, float((d / r.abs().clamp_min(atol)).max()))
-            sum_r2 += float(torch.dot(r, r))
-            sum_d2 += d2
-            sum_own2 += float(torch.dot(nv, nv))
+            sum_r2.add(r, float(r.abs().max()))
+            sum_d2.add(d, float(d.max()), d2)
+            sum_own2.add(nv, float(nv.max()))
             continue
         ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
         new_bad = got_bad & ~ref_bad
@@ -509,16 +546,16 @@ def _compare_float(
         own = max(own, float(nv.max()))
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, float((diff / rv.abs().clamp_min(atol)).max()))
-        sum_r2 += float(rv.pow(2).sum())
-        sum_d2 += float(diff.pow(2).sum())
-        sum_own2 += float(nv.pow(2).sum())
+        sum_r2.add(rv, float(rv.abs().max()))
+        sum_d2.add(diff, float(diff.max()))
+        sum_own2.add(nv, float(nv.max()))
     if count == 0:
         return Errors()
     atol_eff = max(atol, 2 * own)
     errors = Errors(max_abs, max_rel)
     # Rounding in a reduction scales with the output's overall size, not with each element's:
     # a 4096-deep TF32 dot product is off by ~0.28 on an output near zero when the RMS is 64.
-    rms = math.sqrt(sum_r2 / count)
+    rms = sum_r2.scale * math.sqrt(sum_r2.ssq / count)
     over_count, worst, example = 0, -math.inf, (0.0, 0.0)
     for start, g, r, _n in _chunks(gt, rt, nt):
         if start in finite:
@@ -541,10 +578,10 @@ def _compare_float(
             f"({key}); "
             f"{over_count} of {count} elements off, e.g. got {example[0]:.6g} expected {example[1]:.6g}"
         )
-    norm = math.sqrt(sum_r2)
+    norm = sum_r2.norm()
     if norm > 0:
-        rel_l2 = math.sqrt(sum_d2) / norm
-        l2_eff = max(l2tol, 2 * math.sqrt(sum_own2) / norm)
+        rel_l2 = sum_d2.over(sum_r2)
+        l2_eff = max(l2tol, 2 * sum_own2.over(sum_r2))
         if rel_l2 > l2_eff:
             raise Mismatch(f"{where}: relative L2 error {rel_l2:.3g} > {l2_eff:.3g} ({key})")
     return errors

@@ -405,6 +405,25 @@ def test_chunks_compared_whole_and_masked_agree(monkeypatch, chunk):
         compare(bad, *with_nan[1:], "w", False, "cpu")
 
 
+@pytest.mark.parametrize("magnitude", [1.0, 1e200, 1e-200])
+def test_references_whose_squares_leave_float64_are_still_held_to_the_bounds(monkeypatch, magnitude):
+    """Past ~1e154 a reference's squares overflow float64 (a float64 module's exp, say): summed
+    plainly, the RMS and the L2 norm were infinite and every element passed; below ~1e-154 they
+    underflowed to 0."""
+    monkeypatch.setattr(verify, "COMPARE_CHUNK", 64)
+    ref64 = torch.linspace(0.5, 1.5, 300, dtype=torch.float64) * magnitude
+    ref64[::7] *= 3.0  # chunks of different scales
+    compare(ref64.clone(), ref64, ref64, "w", False, "cpu")
+    bad = ref64.clone()
+    bad[100] *= 1.01
+    # Past 1e154 the bound catches it; near 1e-200, under the absolute tolerance, the L2 error does
+    # (whose squares underflowed to a norm of 0, and the check was skipped).
+    with pytest.raises(Mismatch, match=r"1 of 300 elements off|relative L2 error 0\.000317"):
+        compare(bad, ref64, ref64, "w", False, "cpu")
+    ok = compare(ref64 * (1 + 5e-8), ref64, ref64, "w", False, "cpu")  # inside float64's bounds
+    assert ok.max_abs == pytest.approx(5e-8 * float(ref64.abs().max()), rel=1e-3)
+
+
 def test_a_small_relative_l2_drift_is_caught_across_chunks(monkeypatch):
     monkeypatch.setattr(verify, "COMPARE_CHUNK", 100)
     ref64 = torch.full((1000,), 1.0, dtype=torch.float64)
