@@ -472,8 +472,12 @@ class _SquareSum:
         self.ssq = 0.0
 
     def add(self, v: torch.Tensor, largest: float, plain: float | None = None) -> None:
-        """Add the squares of ``v`` (finite), whose largest magnitude is ``largest``; ``plain``: their
-        sum already taken, if it is."""
+        """Add the squares of ``v``, whose largest magnitude is ``largest``; ``plain``: their sum
+        already taken, if it is. Non-finite values (the original overflowing in its own dtype where
+        float64 does not) add nothing."""
+        if not math.isfinite(largest):
+            v = v[torch.isfinite(v)]
+            largest, plain = (float(v.abs().max()) if v.numel() else 0.0), None
         if largest == 0.0:
             return
         plain = float(torch.dot(v, v)) if plain is None else plain
