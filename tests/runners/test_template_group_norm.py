@@ -110,6 +110,9 @@ def test_long_rows_are_not_tuned_at_warps_that_spill(tmp_path):
     def warps(block_size: int) -> list[int]:
         return sorted(c.num_warps for c in prune(configs, {}, BLOCK_SIZE=block_size))
 
+    # Through Triton's own autotuner, as a launch prunes: the kwargs it is called with.
+    autotuned.nargs = {}
+    assert [c.num_warps for c in autotuned.prune_configs({"BLOCK_SIZE": 65536})] == [32]
     assert warps(4096) == [4, 8, 16, 32]
     assert warps(16384) == [8, 16, 32]
     assert warps(32768) == [16, 32]
