@@ -95,6 +95,21 @@ def _module(source: str, init: tuple[Any, ...]) -> tuple[torch.nn.Module, torch.
     return ref, new, launched
 
 
+POSITION_BIAS = """
+class M(nn.Module):
+    def forward(self, x):
+        pos = torch.arange(x.shape[-1], device=x.device).to(x.dtype)
+        return torch.softmax(x - 1e-4 * pos, dim=-1)
+"""
+GEGLU_NORM = """
+class M(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        y = F.gelu(a) * b
+        return y - y.mean(-1, keepdim=True)
+"""
+
+
 CASES = {
     "group_norm": (GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]", (4, 8), [(2, 8, 190, 190)]),
     "residual_layer_norm": (
@@ -109,6 +124,8 @@ CASES = {
     "rms_norm": (RMS_NORM, "[torch.randn(2, 16)]", "[16]", (LONG,), [(2, LONG)]),
     "mse_loss": (MSE, "[torch.randn(2, 16), torch.randn(2, 16)]", "[]", (), [(2, LONG), (2, LONG)]),
     "max_and_min": (CENTERED_MAX, "[torch.randn(2, 16)]", "[]", (), [(2, LONG)]),
+    "position_bias": (POSITION_BIAS, "[torch.randn(2, 16)]", "[]", (), [(2, LONG)]),
+    "gated_halves": (GEGLU_NORM, "[torch.randn(2, 16)]", "[]", (), [(2, 2 * LONG)]),
 }
 
 
@@ -119,6 +136,8 @@ SHORT = {
     "logsumexp": [(3, 8)],
     "mse_loss": [(2, 8), (2, 8)],
     "max_and_min": [(2, 8)],
+    "position_bias": [(2, 8)],
+    "gated_halves": [(2, 8)],
 }
 
 
