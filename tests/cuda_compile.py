@@ -24,11 +24,19 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-path, kernel, signature, constexprs, num_warps, arch = json.loads(sys.argv[1])
+path, kernel, signature, constexprs, num_warps, arch, floats = json.loads(sys.argv[1])
 spec = importlib.util.spec_from_file_location("kernelize_compiled_here", path)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
 fn = getattr(module, kernel)
+if signature is None:  # from the kernel's own parameters
+    signature = {
+        p.name: "constexpr" if p.is_constexpr
+        else "*fp32" if "ptr" in p.name
+        else "fp32" if p.name in floats
+        else "i32"
+        for p in fn.params
+    }
 start = time.perf_counter()
 try:
     compiled = triton.compile(
@@ -47,17 +55,21 @@ else:
 def compile_for_cuda(
     path: Path,
     kernel: str,
-    signature: dict[str, str],
     constexprs: dict[str, Any] | None = None,
     num_warps: int = 4,
+    floats: tuple[str, ...] = (),
+    signature: dict[str, str] | None = None,
     arch: int = 90,
 ) -> dict[str, Any]:
     """Compile ``kernel`` of the file ``path`` for CUDA compute capability ``arch`` (90: H100, H200):
-    ``{"ok": True, "seconds", "cubin_bytes"}`` or ``{"ok": False, "error"}``. ``signature`` gives each
-    argument's Triton type (``*fp32``, ``i32``, ``fp32``, ``constexpr``)."""
+    ``{"ok": True, "seconds", "cubin_bytes"}`` or ``{"ok": False, "error"}``. ``constexprs``: a value
+    for each ``tl.constexpr`` parameter. ``signature`` gives each argument's Triton type (``*fp32``,
+    ``i32``, ``fp32``, ``constexpr``); without it, from the kernel's parameters: its constexprs,
+    names with ``ptr`` (``x_ptr``, ``in_ptr0``) float32 pointers, the names in ``floats`` float32
+    numbers, the rest 32-bit integers."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default; set, so it does not warn
-    args = json.dumps([str(path), kernel, signature, constexprs or {}, num_warps, arch])
+    args = json.dumps([str(path), kernel, signature, constexprs or {}, num_warps, arch, list(floats)])
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, args],
         env=env,
@@ -70,17 +82,3 @@ def compile_for_cuda(
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
-
-
-def signature_of(params: list[str], floats: tuple[str, ...] = ()) -> dict[str, str]:
-    """A signature for a generated kernel's parameters: ``*_ptr`` float32 pointers, upper-case names
-    constexpr, ``floats`` float32 numbers, the rest 32-bit integers."""
-    out = {}
-    for p in params:
-        if p.endswith("_ptr"):
-            out[p] = "*fp32"
-        elif p.isupper() or p.endswith("_SIZE"):
-            out[p] = "constexpr"
-        else:
-            out[p] = "fp32" if p in floats else "i32"
-    return out

@@ -24,6 +24,7 @@ from runners.generators.base import Problem
 from runners.generators.template import TemplateGenerator, Unsupported, products
 from runners.judge import COMPILE_KERNELS, TRAINING_ORIGINAL
 from runners.pipeline import problems_for
+from tests.cuda_compile import compile_for_cuda
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -255,6 +256,20 @@ def test_a_product_taken_apart_in_two_halves_is_one_kernel_with_two_accumulators
     assert "    mul = acc2 * silu" in source
     assert "    N = weight.shape[0] // 2" in source
     assert "        if self.gate_up_proj.weight.shape[0] % 2 != 0:" in source
+
+
+@pytest.mark.parametrize("dot_fp32", [False, True])
+def test_the_product_kernel_compiles_for_the_gpu(tmp_path, dot_fp32):
+    """The tiled product as CUDA launches it (tiles in their own dtype) and as the interpreter does (in
+    float32), compiled for an H100/H200 on this machine: tl.dot's options are Triton's to accept."""
+    problem, graph = _problem(tmp_path, "LinearGELU")
+    source, names = products.render_module(problem, graph)
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    blocks = {"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}
+    constexprs = {"HAS_BIAS": True, "DOT_FP32": dot_fp32, **blocks}
+    compiled = compile_for_cuda(path, names[0], constexprs)
+    assert compiled["ok"], compiled
 
 
 def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):

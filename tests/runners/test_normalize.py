@@ -332,7 +332,6 @@ def test_kernel_helpers_map_to_triton_language(line, expected):
 # Inductor's generic graphs take square roots of sizes in float64 (``math.sqrt(q.size(-1))``), which
 # tl.sqrt_rn refuses to compile for a GPU: only float32 is its.
 SQRT_OF_A_SIZE = "tmp1 = libdevice.sqrt(tmp0) * libdevice.sqrt(xnumel.to(tl.float64)).to(tl.float32)"
-K_SIGNATURE = {"in_ptr0": "*fp32", "out_ptr0": "*fp32", "xnumel": "i32", "XBLOCK": "constexpr"}
 
 
 def test_a_float64_square_root_compiles_for_the_gpu(tmp_path):
@@ -341,11 +340,11 @@ def test_a_float64_square_root_compiles_for_the_gpu(tmp_path):
     assert "def _kz_sqrt_rn(x):" in result.source
     path = tmp_path / "normalized.py"
     path.write_text(result.source, encoding="utf-8")
-    compiled = compile_for_cuda(path, "k", K_SIGNATURE, {"XBLOCK": 64})
+    compiled = compile_for_cuda(path, "k", {"XBLOCK": 64})
     assert compiled["ok"], compiled
     # tl.sqrt_rn in its place, as normalize wrote it before: the GPU compile fails (the check can).
     path.write_text(result.source.replace("_kz_sqrt_rn(xnumel", "tl.sqrt_rn(xnumel"), encoding="utf-8")
-    refused = compile_for_cuda(path, "k", K_SIGNATURE, {"XBLOCK": 64})
+    refused = compile_for_cuda(path, "k", {"XBLOCK": 64})
     assert not refused["ok"] and "fp64" in refused["error"], refused
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from runners.generators.template import Unsupported
-from tests.cuda_compile import compile_for_cuda, signature_of
+from tests.cuda_compile import compile_for_cuda
 from tests.runners.test_template_reductions import _compare, _generate, _modules, fresh_python
 
 GROUP_NORM = """
@@ -118,7 +118,5 @@ def test_long_rows_are_not_tuned_at_warps_that_spill(tmp_path):
     assert warps(32768) == [16, 32]
     assert warps(65536) == warps(1 << 20) == [32]
     # The fewest warps kept at the example's rows compiles for an H100/H200.
-    params = ["x_ptr", "norm_weight_ptr", "norm_bias_ptr", "out_ptr", "n_cols", "n_channels", "n_inner"]
-    signature = signature_of([*params, "norm_num_groups", "norm_eps", "BLOCK_SIZE"], floats=("norm_eps",))
-    compiled = compile_for_cuda(path, name, signature, {"BLOCK_SIZE": 32768}, num_warps=16)
+    compiled = compile_for_cuda(path, name, {"BLOCK_SIZE": 32768}, num_warps=16, floats=("norm_eps",))
     assert compiled["ok"], compiled

@@ -14,7 +14,7 @@ import torch
 
 from runners.fallback import with_original_path
 from runners.generators.template import emit
-from tests.cuda_compile import compile_for_cuda, signature_of
+from tests.cuda_compile import compile_for_cuda
 from tests.runners.test_template_group_norm import GROUP_NORM
 from tests.runners.test_template_reductions import (
     LOGSUMEXP,
@@ -200,7 +200,6 @@ def test_the_looped_kernel_compiles_for_the_gpu(tmp_path):
     source, name, _ = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
     path = tmp_path / "generated.py"
     path.write_text(source, encoding="utf-8")
-    params = ["x_ptr", "norm_weight_ptr", "norm_bias_ptr", "out_ptr", "n_cols", "n_channels", "n_inner"]
-    signature = signature_of([*params, "norm_num_groups", "norm_eps", "BLOCK_SIZE"], floats=("norm_eps",))
-    compiled = compile_for_cuda(path, f"{name}_looped", signature, {"BLOCK_SIZE": emit.LOOPED_BLOCK}, 8)
+    constexprs = {"BLOCK_SIZE": emit.LOOPED_BLOCK}
+    compiled = compile_for_cuda(path, f"{name}_looped", constexprs, num_warps=8, floats=("norm_eps",))
     assert compiled["ok"], compiled
