@@ -265,7 +265,8 @@ def plan_families(
             return pool.draw(of, s(), dtype, make)
 
         # (family, its draw, what is then made of it on this thread (None: nothing), records): large
-        # magnitudes take their outliers from ``gen``, in the order the families were always made.
+        # magnitudes take their outliers from ``gen``, in the order the families were always made, and
+        # the same inputs again are copies of the first.
         wanted: list[tuple[str, Future[list[Any]], Any, bool]] = []
         first = draw()
         wanted += [
@@ -280,7 +281,7 @@ def plan_families(
             wanted += [
                 ("zero and all-negative rows", draw(_floats(_zero_negative_rows)), None, False),
                 ("transposed views (non-contiguous)", draw(_floats(_transposed)), None, False),
-                ("the same inputs again", pool.pool.submit(lambda: _clones(first.result())), None, False),
+                ("the same inputs again", first, _clones, False),
             ]
             one = _batch_of_one(specs)
             if one is not None:

@@ -496,6 +496,10 @@ class _SquareSum:
     def norm(self) -> float:
         return self.scale * math.sqrt(self.ssq)
 
+    def rms(self, count: int) -> float:
+        """The root mean square over ``count`` values (the norm over sqrt(count), never overflowing)."""
+        return self.scale * math.sqrt(self.ssq / count)
+
     def over(self, other: _SquareSum) -> float:
         """This norm over ``other``'s (positive)."""
         if self.scale == 0.0:
@@ -521,37 +525,31 @@ def _compare_float(
     finite: set[int] = set()  # the chunks where both are finite everywhere: no masks needed
     for start, g, r, n in _chunks(gt, rt, nt):
         d = (g - r).abs()
-        d2 = float(torch.dot(d, d))
-        if math.isfinite(d2):  # a NaN or an infinity in either would have made it NaN or infinite
+        squares = float(torch.dot(d, d))  # NaN or infinite where either has a NaN or an infinity
+        d2 = squares if math.isfinite(squares) else None
+        if d2 is not None:
             finite.add(start)
-            nv = (n - r).abs()
-            count += d.numel()
-            own = max(own, float(nv.max()))
-            max_abs = max(max_abs, float(d.max()))
-            max_rel = max(max_rel, float((d / r.abs().clamp_min(atol)).max()))
-            sum_r2.add(r, float(r.abs().max()))
-            sum_d2.add(d, float(d.max()), d2)
-            sum_own2.add(nv, float(nv.max()))
-            continue
-        ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
-        new_bad = got_bad & ~ref_bad
-        if bool(new_bad.any()):
-            idx = _unravel(start + int(torch.nonzero(new_bad)[0][0]), tuple(gt.shape))
-            raise Mismatch(f"{where}: NaN/Inf at index {idx} where the original is finite")
-        same_special = torch.where(ref_bad, (g == r) | (g.isnan() & r.isnan()), True)
-        if not bool(same_special.all()):
-            raise Mismatch(f"{where}: NaN/Inf pattern differs from the original")
-        ok = ~ref_bad
-        if not bool(ok.any()):
-            continue
-        diff, rv, nv = (g - r).abs()[ok], r[ok], (n - r).abs()[ok]
+            diff, rv, nv = d, r, (n - r).abs()
+        else:
+            ref_bad, got_bad = ~torch.isfinite(r), ~torch.isfinite(g)
+            new_bad = got_bad & ~ref_bad
+            if bool(new_bad.any()):
+                idx = _unravel(start + int(torch.nonzero(new_bad)[0][0]), tuple(gt.shape))
+                raise Mismatch(f"{where}: NaN/Inf at index {idx} where the original is finite")
+            same_special = torch.where(ref_bad, (g == r) | (g.isnan() & r.isnan()), True)
+            if not bool(same_special.all()):
+                raise Mismatch(f"{where}: NaN/Inf pattern differs from the original")
+            ok = ~ref_bad
+            if not bool(ok.any()):
+                continue
+            diff, rv, nv = d[ok], r[ok], (n - r).abs()[ok]
         count += diff.numel()
         # The original in its own dtype is allowed its own rounding error; the candidate twice that.
         own = max(own, float(nv.max()))
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, float((diff / rv.abs().clamp_min(atol)).max()))
         sum_r2.add(rv, float(rv.abs().max()))
-        sum_d2.add(diff, float(diff.max()))
+        sum_d2.add(diff, float(diff.max()), d2)
         sum_own2.add(nv, float(nv.max()))
     if count == 0:
         return Errors()
@@ -559,7 +557,7 @@ def _compare_float(
     errors = Errors(max_abs, max_rel)
     # Rounding in a reduction scales with the output's overall size, not with each element's:
     # a 4096-deep TF32 dot product is off by ~0.28 on an output near zero when the RMS is 64.
-    rms = sum_r2.scale * math.sqrt(sum_r2.ssq / count)
+    rms = sum_r2.rms(count)
     over_count, worst, example = 0, -math.inf, (0.0, 0.0)
     for start, g, r, _n in _chunks(gt, rt, nt):
         if start in finite:

@@ -109,9 +109,7 @@ def _launch_config(n_rows, n_cols, on_cuda):
     Rows longer than 65536 elements, which registers cannot hold, go to {kernel}_looped.
     """
     block_size = triton.next_power_of_2(n_cols)
-    if block_size > LOOPED_ABOVE:
-        return {kernel}_looped, (n_rows,), {"BLOCK_SIZE": LOOPED_BLOCK, "num_warps": 8}
-    if on_cuda and isinstance({kernel}, triton.JITFunction):
+{looped}    if on_cuda and isinstance({kernel}, triton.JITFunction):
         return {kernel}_autotuned, (n_rows,), {"BLOCK_SIZE": block_size}
     num_warps = 4
     if block_size >= 32768:
@@ -229,11 +227,9 @@ def load_and_compute(kernel: Kernel) -> list[str]:
     return lines
 
 
-def render_kernel(kernel: Kernel, name: str, looped: bool = True) -> str:
-    """The kernel's source; for a row kernel also its looped twin for long rows (``render_looped``)
-    where it has one, unless ``looped`` is False."""
+def _kernel_head(kernel: Kernel, name: str) -> list[str]:
+    """``@triton.jit def name(...):``: the forward kernel's parameters (its looped twin's too)."""
     rows = kernel.rows
-    assert kernel.output is not None
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     size = "n_cols" if rows else "n_elements"
     has_cols = uses_cols(kernel)
@@ -248,7 +244,16 @@ def render_kernel(kernel: Kernel, name: str, looped: bool = True) -> str:
         *bucket,
         "BLOCK_SIZE: tl.constexpr",
     ]
-    lines = ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
+    return ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
+
+
+def render_kernel(kernel: Kernel, name: str) -> str:
+    """The kernel's source; for a row kernel also its looped twin for long rows (``render_looped``)
+    where it has one."""
+    rows = kernel.rows
+    assert kernel.output is not None
+    has_cols = uses_cols(kernel)
+    lines = _kernel_head(kernel, name)
     if rows:
         lines += [
             "    row = tl.program_id(0).to(tl.int64)",
@@ -275,7 +280,7 @@ def render_kernel(kernel: Kernel, name: str, looped: bool = True) -> str:
     else:
         lines.append(f"    tl.store(out_ptr + row, {store})")
     source = "\n".join(lines) + "\n"
-    twin = render_looped(kernel, name) if rows and looped else None
+    twin = render_looped(kernel, name) if rows else None
     return source if twin is None else source + "\n\n" + twin
 
 
@@ -335,12 +340,10 @@ def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -
     """The autotuned kernel and ``_launch_config`` (``launcher`` where a file holds several kinds of
     launch), the one place launch settings come from."""
     template = _ROW_LAUNCH if kernel.rows else POINTWISE_LAUNCH
-    text = template.strip("\n").replace("{kernel}", name)
-    if kernel.rows and render_looped(kernel, name) is None:  # whole rows at every length
-        start = text.index("    if block_size > LOOPED_ABOVE:")
-        text = text[:start] + text[text.index("    if on_cuda and", start) :]
-    elif kernel.rows:
-        text = text.replace("LOOPED_ABOVE", str(LOOPED_ABOVE)).replace("LOOPED_BLOCK", str(LOOPED_BLOCK))
+    looped = ""  # whole rows at every length, unless the kernel has a looped twin
+    if kernel.rows and render_looped(kernel, name) is not None:
+        looped = _LONG_ROWS
+    text = template.strip("\n").replace("{looped}", looped).replace("{kernel}", name)
     return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
 
 
@@ -350,6 +353,10 @@ def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -
 LOOPED_ABOVE = 65536
 LOOPED_BLOCK = 4096
 _COMBINE = {"sum": "{acc} + {v}", "max": "tl.maximum({acc}, {v})", "min": "tl.minimum({acc}, {v})"}
+# The branch of a row kernel's _launch_config that takes long rows to its looped twin.
+_LONG_ROWS = f"""    if block_size > {LOOPED_ABOVE}:
+        return {{kernel}}_looped, (n_rows,), {{"BLOCK_SIZE": {LOOPED_BLOCK}, "num_warps": 8}}
+"""
 
 
 def render_looped(kernel: Kernel, name: str) -> str | None:
@@ -433,9 +440,7 @@ def render_looped(kernel: Kernel, name: str) -> str | None:
             return None
         lines += [f"    {var} = {expr}" for var, expr in body]
         lines.append(f"    tl.store(out_ptr + row, {store})")
-    whole = render_kernel(kernel, f"{name}_looped", looped=False)
-    signature = whole[: whole.index("    row = tl.program_id(0)")]
-    return signature + "\n".join(lines) + "\n"
+    return "\n".join([*_kernel_head(kernel, f"{name}_looped"), *lines]) + "\n"
 
 
 def long_row_guard(kernel: Kernel) -> list[tuple[str, str]]:
