@@ -172,6 +172,7 @@ SLOW_TESTS: list[str] = [
     "tests/runners/test_template.py::test_generating_twice_gives_the_same_code",
     "tests/runners/test_template.py::test_pointwise_launch_is_autotuned_on_cuda_and_plain_in_the_interpreter",
     "tests/runners/test_template.py::test_row_launch_is_autotuned_over_warps_on_cuda",
+    "tests/runners/test_template.py::test_short_rows_launch_several_rows_a_program_tuned_on_cuda",
     "tests/runners/test_template.py::test_split_halves_are_read_from_one_input",
     "tests/runners/test_template.py::test_a_module_larger_than_the_trace_sandbox_is_traced_on_the_meta_device",
     "tests/runners/test_template.py::test_a_module_that_reads_values_is_traced_on_real_tensors",
@@ -191,6 +192,7 @@ SLOW_TESTS: list[str] = [
     "tests/runners/test_template_indices.py::test_cross_entropy_reductions_match_torch",
     "tests/runners/test_template_indices.py::test_masked_mean_pooling_spellings_match_torch",
     "tests/runners/test_template_masks.py::test_a_padding_mask_and_a_per_head_parameter_match_torch",
+    "tests/runners/test_template_short_rows.py::test_short_rows_match_torch_at_every_tile",
     # Sandboxes left to run into their time or memory limits, or to fork until stopped.
     "tests/runners/test_sandbox.py::test_timeout_kills_a_hung_target",
     "tests/runners/test_sandbox.py::test_timeout_kills_grandchildren_too",

@@ -324,6 +324,8 @@ import triton
 source, name, kind = sys.argv[1:]
 ns = {}
 exec(compile(open(source).read(), "generated.py", "exec"), ns)
+if kind == "short rows":
+    name += "_rows"
 kernel, tuned, launch_config = ns[name], ns[name + "_autotuned"], ns["_launch_config"]
 report = {"configs": [[c.kwargs, c.num_warps] for c in tuned.configs]}
 torch.manual_seed(0)
@@ -333,10 +335,11 @@ if kind == "pointwise":  # ChunkSwiGLU on (3, 5, 98)
     expected, out = torch.nn.functional.silu(a) * b, torch.empty(3, 5, 49)
     size, args = (out.numel(),), (x, out, out.numel(), 49)
     report["forward_error"] = (ns["ChunkSwiGLU"]()(x) - expected).abs().max().item()
-else:  # RMSNorm over rows of 97
-    x, weight, out = torch.randn(6, 97), torch.randn(97), torch.empty(6, 97)
+else:  # RMSNorm over 6 rows of 97 (short rows) or of 1500
+    n_cols = 97 if kind == "short rows" else 1500
+    x, weight, out = torch.randn(6, n_cols), torch.randn(n_cols), torch.empty(6, n_cols)
     expected = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * weight
-    size, args = (6, 97), (x, weight, out, 97, 1e-6)
+    size, args = (6, n_cols), (x, weight, out, n_cols, 1e-6)
 report["autotuner_ran"] = bool(tuned.cache)
 chosen, grid, config = launch_config(*size, True)
 report["interpreted_launch"] = [chosen is kernel, grid, config]
@@ -348,7 +351,7 @@ ns["triton"] = compiled
 report["cpu_tensors_launch_plainly"] = launch_config(*size, False)[0] is kernel
 chosen, grid, config = launch_config(*size, True)
 report["compiled_launch"] = [chosen is tuned, config]
-report["grid_for_512"] = grid({"BLOCK_SIZE": 512}) if callable(grid) else grid
+report["grid_for_512"] = grid({"BLOCK_SIZE": 512, "ROWS": 4}) if callable(grid) else grid
 def bench(fn, quantiles):
     fn()
     return [1.0, 1.0, 1.0]
@@ -396,10 +399,28 @@ def test_row_launch_is_autotuned_over_warps_on_cuda(rms_norm_problem, tmp_path):
     assert 'key=["n_cols"]' in cand.source
     report = _check_launches(cand.source, "_rms_norm_fwd_kernel", "row", tmp_path)
     assert report["configs"] == [[{}, w] for w in (4, 8, 16, 32)]
-    assert report["interpreted_launch"] == [True, [6], {"BLOCK_SIZE": 128, "num_warps": 4}]
+    assert report["interpreted_launch"] == [True, [6], {"BLOCK_SIZE": 2048, "num_warps": 8}]
     assert report["cpu_tensors_launch_plainly"] is True
-    assert report["compiled_launch"] == [True, {"BLOCK_SIZE": 128}]  # the whole row; the warps tuned
+    assert report["compiled_launch"] == [True, {"BLOCK_SIZE": 2048}]  # the whole row; the warps tuned
     assert report["grid_for_512"] == [6]
+    assert report["tuned_error"] < 1e-5
+    assert report["best_is_a_config"] is True
+
+
+def test_short_rows_launch_several_rows_a_program_tuned_on_cuda(rms_norm_problem, tmp_path):
+    """Rows of 97 (128 with the mask) go to the twin over ROWS rows a program: 4 under the
+    interpreter (6 rows: two programs, the second's last two rows masked), tuned over ROWS and warps
+    on CUDA, keyed on the row length and the rows' power of two."""
+    (cand,) = TemplateGenerator().generate(rms_norm_problem, 1)
+    assert "_rms_norm_fwd_kernel_rows_autotuned = triton.autotune(" in cand.source
+    assert 'key=["n_cols", "ROWS_BUCKET"]' in cand.source
+    report = _check_launches(cand.source, "_rms_norm_fwd_kernel", "short rows", tmp_path)
+    assert report["configs"] == [[{"ROWS": r}, w] for r in (1, 2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8, 16)]
+    settings = {"BLOCK_SIZE": 128, "n_rows": 6, "ROWS_BUCKET": 8}
+    assert report["interpreted_launch"] == [True, [2], {**settings, "ROWS": 4, "num_warps": 4}]
+    assert report["cpu_tensors_launch_plainly"] is True
+    assert report["compiled_launch"] == [True, settings]
+    assert report["grid_for_512"] == [2]  # the grid reads the tuned ROWS
     assert report["tuned_error"] < 1e-5
     assert report["best_is_a_config"] is True
 

@@ -12,9 +12,11 @@ for byte. One fused kernel is written per module:
   amin, var, softmax, log_softmax, logsumexp, layer_norm, rms_norm, written out or
   called) becomes a row kernel, one program per row holding the whole row
   (``BLOCK_SIZE = next_power_of_2(n_cols)``), with the pointwise work before
-  and after it (a residual add, the affine weights) fused in; rows longer than
-  65536 elements go to its looped twin (``emit.render_looped``), which walks the
-  row in blocks of 4096, one pass per reduction and one to write;
+  and after it (a residual add, the affine weights) fused in; rows of 1024
+  elements or fewer go to its twin over several rows a program
+  (``emit.render_rows``: a [ROWS, BLOCK_SIZE] tile, ROWS and the warps tuned),
+  rows longer than 65536 elements to its looped twin (``emit.render_looped``),
+  which walks the row in blocks of 4096, one pass per reduction and one to write;
 - a **loss over every element** (``F.mse_loss``, ``F.l1_loss``, ``F.kl_div`` with a reduction,
   ``nn.MSELoss``/``nn.L1Loss``/``nn.KLDivLoss``, ``x.mean()``) is a row kernel whose programs each
   sum their row; forward adds up the per-row sums in float32 (no atomics: the same inputs give the

@@ -101,14 +101,47 @@ def {kernel}_warps(configs, named_args, **kwargs):
 )({kernel})
 
 
-def _launch_config(n_rows, n_cols, on_cuda):
-    """(kernel, grid, settings) for one program per row of n_cols elements (the whole row in registers).
+# Short rows (SHORT_ROWS elements or fewer) go to {kernel}_rows, ROWS rows a program. On CUDA, ROWS and
+# num_warps are tuned per row length and count (a power of two): the configs timed give each thread 8
+# to 16 elements (two to four 16-byte loads of float32) of a tile of 1024 to 8192 (one row of 1024 is
+# among them: the whole-row kernel's launch), so the search stays at seven configs a row length.
+def {kernel}_rows_tiles(configs, named_args, **kwargs):
+    """The configs worth timing for tiles of ROWS rows of BLOCK_SIZE elements; the most rows when
+    none is (rows of a few elements)."""
+    block_size = kwargs.get("BLOCK_SIZE", 0)
+    kept = []
+    for c in configs:
+        tile = c.kwargs["ROWS"] * block_size
+        if min(1024, 64 * block_size) <= tile <= 8192 and 8 <= tile // (32 * c.num_warps) <= 16:
+            kept.append(c)
+    return kept or [max(configs, key=lambda c: (c.kwargs["ROWS"], -c.num_warps))]
 
-    On CUDA the autotuned kernel picks num_warps. Under the Triton interpreter, where triton.jit gives
-    no JITFunction and timing settings means nothing, a plain launch with more warps for longer rows.
-    Rows longer than 65536 elements, which registers cannot hold, go to {kernel}_looped.
+
+{kernel}_rows_autotuned = triton.autotune(
+    configs=[
+        triton.Config({"ROWS": r}, num_warps=w) for r in (1, 2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8, 16)
+    ],
+    key=["n_cols", "ROWS_BUCKET"],
+    prune_configs_by={"early_config_prune": {kernel}_rows_tiles},
+)({kernel}_rows)
+
+
+def _launch_config(n_rows, n_cols, on_cuda):
+    """(kernel, grid, settings) for the rows of n_cols elements: SHORT_ROWS elements or fewer, ROWS
+    rows a program ({kernel}_rows); longer, one program per row (the whole row in registers).
+
+    On CUDA the autotuned kernels pick their settings. Under the Triton interpreter, where triton.jit
+    gives no JITFunction and timing settings means nothing, a plain launch: 4 rows a program for short
+    rows, more warps for longer rows. Rows longer than 65536 elements, which registers cannot hold, go
+    to {kernel}_looped.
     """
     block_size = triton.next_power_of_2(n_cols)
+    if block_size <= SHORT_ROWS:
+        rows = {"BLOCK_SIZE": block_size, "n_rows": n_rows, "ROWS_BUCKET": triton.next_power_of_2(n_rows)}
+        if on_cuda and isinstance({kernel}_rows, triton.JITFunction):
+            grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
+            return {kernel}_rows_autotuned, grid, rows
+        return {kernel}_rows, (triton.cdiv(n_rows, 4),), {**rows, "ROWS": 4, "num_warps": 4}
 {looped}    if on_cuda and isinstance({kernel}, triton.JITFunction):
         return {kernel}_autotuned, (n_rows,), {"BLOCK_SIZE": block_size}
     num_warps = 4
@@ -196,11 +229,13 @@ def uses_cols(kernel: Kernel) -> bool:
     return any(load.kind == COL or load.partner for load in kernel.loads)
 
 
-def _load_line(load: Load, others: dict[str, str]) -> str:
-    """``x = tl.load(...)`` for one of the kernel's loads (unindented), ``others`` its masked value."""
-    if load.kind == ROW:  # one value per row (a class index), unmasked
+def _load_line(load: Load, others: dict[str, str], tiled: bool = False) -> str:
+    """``x = tl.load(...)`` for one of the kernel's loads (unindented), ``others`` its masked value;
+    ``tiled``: in a kernel over several rows (``render_rows``), where a row may be past the last."""
+    if load.kind == ROW:  # one value per row (a class index), unmasked when the row is the program's
         cast = "" if load.integer else ".to(tl.float32)"
-        return f"{load.var} = tl.load({load.ptr} + row){cast}"
+        masked = ", mask=row_mask, other=0" if tiled else ""
+        return f"{load.var} = tl.load({load.ptr} + row{masked}){cast}"
     if load.kind == BCAST:
         where = "(" + " + ".join(f"coord_{d} * {stride}" for d, stride in enumerate(load.strides)) + ")"
     else:
@@ -213,22 +248,25 @@ def _load_line(load: Load, others: dict[str, str]) -> str:
     return f"{load.var} = {text}" + ("" if load.is_bool else ".to(tl.float32)")
 
 
-def load_and_compute(kernel: Kernel) -> list[str]:
-    """The kernel's loads and statements, unindented: the forward kernel and its backward share them."""
+def load_and_compute(kernel: Kernel, tiled: bool = False) -> list[str]:
+    """The kernel's loads and statements, unindented: the forward kernel and its backward share them.
+    ``tiled``: over a [ROWS, BLOCK_SIZE] tile, each reduction a [ROWS, 1] column (``render_rows``)."""
     others, plain = _masked(kernel)
-    lines = [_load_line(load, others) for load in kernel.loads]
+    lines = [_load_line(load, others, tiled) for load in kernel.loads]
+    axis = "axis=1, keep_dims=True" if tiled else "axis=0"
     for i, stmt in enumerate(kernel.body):
         if isinstance(stmt, Reduce):
             fn, neutral = REDUCE[stmt.op]
             operand = stmt.operand if i in plain else f"tl.where(mask, {stmt.operand}, {neutral})"
-            lines.append(f"{stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, axis=0)"))
+            lines.append(f"{stmt.var} = " + stmt.template.format(r=f"{fn}({operand}, {axis})"))
         else:
             lines.append(f"{stmt[0]} = {stmt[1]}")
     return lines
 
 
-def _kernel_head(kernel: Kernel, name: str) -> list[str]:
-    """``@triton.jit def name(...):``: the forward kernel's parameters (its looped twin's too)."""
+def _kernel_head(kernel: Kernel, name: str, tiled: bool = False) -> list[str]:
+    """``@triton.jit def name(...):``: the forward kernel's parameters (its looped twin's too; with
+    ``tiled``, those of its twin over several rows: their count, its bucket, ROWS)."""
     rows = kernel.rows
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     size = "n_cols" if rows else "n_elements"
@@ -242,7 +280,9 @@ def _kernel_head(kernel: Kernel, name: str) -> list[str]:
         *sizes,
         *(arg for arg, _ in kernel.scalars),
         *bucket,
+        *(["n_rows", "ROWS_BUCKET"] if tiled else []),
         "BLOCK_SIZE: tl.constexpr",
+        *(["ROWS: tl.constexpr"] if tiled else []),
     ]
     return ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
 
@@ -280,8 +320,35 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     else:
         lines.append(f"    tl.store(out_ptr + row, {store})")
     source = "\n".join(lines) + "\n"
-    twin = render_looped(kernel, name) if rows else None
-    return source if twin is None else source + "\n\n" + twin
+    if not rows:
+        return source
+    twins = [render_rows(kernel, name), render_looped(kernel, name)]
+    return "\n\n".join([source, *(twin for twin in twins if twin is not None)])
+
+
+def render_rows(kernel: Kernel, name: str) -> str:
+    """The row kernel for short rows, ``{name}_rows``: a program takes ROWS rows at once, a
+    [ROWS, BLOCK_SIZE] tile whose reductions are [ROWS, 1] columns, so a row of a few hundred elements
+    is not a whole program (a block of threads with a few elements each, and a launch of as many
+    programs as rows). The last program's rows past n_rows are masked."""
+    out = kernel.output
+    assert out is not None
+    lines = [
+        *_kernel_head(kernel, f"{name}_rows", tiled=True),
+        "    row = tl.program_id(0).to(tl.int64) * ROWS + tl.arange(0, ROWS)[:, None]",
+        "    row_mask = row < n_rows",
+        "    cols = tl.arange(0, BLOCK_SIZE)[None, :]",
+        "    mask = row_mask & (cols < n_cols)",
+        "    offsets = row * n_cols + cols",
+        *(f"    {line}" for line in channel_lines(kernel)),
+        *(f"    {line}" for line in [*split_lines(kernel, "row"), *load_and_compute(kernel, tiled=True)]),
+    ]
+    store = f"{out.name}.to(out_ptr.dtype.element_ty)"
+    if out.kind == FULL:
+        lines.append(f"    tl.store(out_ptr + offsets, {store}, mask=mask)")
+    else:
+        lines.append(f"    tl.store(out_ptr + row, {store}, mask=row_mask)")
+    return "\n".join(lines) + "\n"
 
 
 def channel_sizes(kernel: Kernel) -> list[str]:
@@ -296,8 +363,16 @@ def channel_lines(kernel: Kernel) -> list[str]:
     lines = ["channels = (offsets // n_inner) % n_channels"] if channel_sizes(kernel) else []
     if broadcast_sizes(kernel):
         ndim = len(kernel.shape)
-        lines.append("rest = offsets")
-        for d in reversed(range(ndim)):
+        dims = list(reversed(range(ndim)))
+        if kernel.rows and not kernel.groups and not kernel.split:
+            # A row is the last dimension: an element's last coordinate is its column, the others
+            # its row's (divided once a row, not once an element: 64-bit division is slow on a GPU).
+            lines.append(f"coord_{ndim - 1} = cols")
+            lines += ["rest = row"] if ndim > 1 else []
+            dims = dims[1:]
+        else:
+            lines.append("rest = offsets")
+        for d in dims:
             lines.append(f"coord_{d} = rest % size_{d}")
             if d:
                 lines.append(f"rest = rest // size_{d}")
@@ -344,9 +419,13 @@ def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -
     if kernel.rows and render_looped(kernel, name) is not None:
         looped = _LONG_ROWS
     text = template.strip("\n").replace("{looped}", looped).replace("{kernel}", name)
+    text = text.replace("SHORT_ROWS", str(SHORT_ROWS))
     return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
 
 
+# Rows of this many elements or fewer (rounded up to a power of two) go to the row kernel's twin over
+# several rows a program (render_rows).
+SHORT_ROWS = 1024
 # Rows longer than this many elements (rounded up to a power of two) are too long for the whole-row
 # kernel: at 32 warps each thread would hold more than 64 of them, and past 2^20 Triton has no block
 # that holds them at all. The looped kernel walks them in blocks of LOOPED_BLOCK.
