@@ -51,7 +51,7 @@ from runners.protocol import (
     TimingReply,
 )
 from runners.tolerances import TOLERANCES
-from runners.verify import Errors, Mismatch, Reject, compare, tolerance_key, uses_tf32_dot
+from runners.verify import Errors, Mismatch, Reject, compare, own_error, tolerance_key, uses_tf32_dot
 
 CANDIDATE_OUTPUTS = "judge-outputs.bin"
 REFERENCE_OUTPUTS = "reference-outputs.bin"
@@ -478,6 +478,7 @@ class Judge:
         self._reference_blob: Any = b""
         self._candidates = 0
         self._normal_finite: bool | None = None
+        self._own: list[tuple[float, float]] | None = None
         self.reference_error = ""
 
     # -- requests --------------------------------------------------------------
@@ -647,6 +648,27 @@ class Judge:
                 _finite(self._tensors(self._reference_blob, r.outputs)) for r in refs if r and not r.error
             )
         return self._normal_finite
+
+    def own_error(self) -> list[tuple[float, float]]:
+        """Per output, the original's own error in its dtype on the normal family, against its
+        float64 reference (``verify.own_error``; the largest over the family's calls), computed once:
+        for a family whose reference is the original in its own dtype (above 2^31 elements)."""
+        if self._own is None:
+            own: list[tuple[float, float]] = []
+            for p in self.planned:
+                ref = self.reference.get(p.call.name)
+                if p.family != "normal" or ref is None or ref.error or not ref.outputs64:
+                    continue
+                native = self._tensors(self._reference_blob, ref.outputs)
+                ref64 = self._tensors(self._reference_blob, ref.outputs64)
+                for i, (n, r) in enumerate(zip(native, ref64, strict=False)):
+                    ratio = own_error(n, r) if n.is_floating_point() and n.shape == r.shape else (0.0, 0.0)
+                    if i == len(own):
+                        own.append(ratio)
+                    else:
+                        own[i] = (max(own[i][0], ratio[0]), max(own[i][1], ratio[1]))
+            self._own = own
+        return self._own
 
     def _check_inputs_after(self, p: Planned, ref: CallReply, cand: CallReply, blob: Any, where: str) -> None:
         sent = p.inputs

@@ -36,7 +36,7 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -414,10 +414,13 @@ def compare(
     tf32: bool,
     device: str,
     table: dict[str, tuple[float, float, float]] | None = None,
+    own: Sequence[tuple[float, float]] = (),
 ) -> Errors:
     """Raise Mismatch (or Reject) with evidence unless ``got`` matches the reference.
 
-    ``table``: the tolerance table to use (default: this process's ``TOLERANCES``)."""
+    ``table``: the tolerance table to use (default: this process's ``TOLERANCES``). ``own``: where
+    the reference is the original in its own dtype (``ref64`` is ``native``, so its own error cannot
+    be seen here), that error as measured on another family, per output (:func:`own_error`)."""
     g, r, n = flatten(got), flatten(ref64), flatten(native)
     if len(g) != len(r):
         raise Mismatch(f"{where}: returned {len(g)} tensor(s), the original returns {len(r)}")
@@ -434,8 +437,29 @@ def compare(
             if not torch.equal(gt.cpu(), nt.cpu()):
                 raise Mismatch(f"{where}: {label} differs in {int((gt != nt).sum())} element(s)")
             continue
-        errors.add(_compare_float(gt, rt, nt, f"{where}: {label}", tf32, table or TOLERANCES))
+        ratio = own[i] if i < len(own) else (0.0, 0.0)
+        errors.add(_compare_float(gt, rt, nt, f"{where}: {label}", tf32, table or TOLERANCES, ratio))
     return errors
+
+
+def own_error(native: torch.Tensor, ref64: torch.Tensor) -> tuple[float, float]:
+    """The original's own rounding error in its dtype against its float64 reference, relative to the
+    reference's size: (largest absolute error over the reference's RMS, relative L2 error), over the
+    elements finite in both; (0, 0) where none is."""
+    count, worst = 0, 0.0
+    sum_r2, sum_e2 = _SquareSum(), _SquareSum()
+    for _, n, r, _ in _chunks(native, ref64, native):
+        ok = torch.isfinite(n) & torch.isfinite(r)
+        e, rv = (n - r).abs()[ok], r[ok]
+        if e.numel() == 0:
+            continue
+        count += e.numel()
+        worst = max(worst, float(e.max()))
+        sum_r2.add(rv, float(rv.abs().max()))
+        sum_e2.add(e, float(e.max()))
+    if count == 0 or sum_r2.norm() == 0.0:
+        return 0.0, 0.0
+    return worst / sum_r2.rms(count), sum_e2.over(sum_r2)
 
 
 COMPARE_CHUNK = 1 << 22  # elements per step: a few float64 chunks at a time, whatever the size
@@ -514,9 +538,12 @@ def _compare_float(
     where: str,
     tf32: bool,
     table: dict[str, tuple[float, float, float]],
+    own_ratio: tuple[float, float] = (0.0, 0.0),
 ) -> Errors:
     """Two streaming passes (statistics, then bounds), so a tensor of several GiB never needs more
-    than a few float64 chunks beside it."""
+    than a few float64 chunks beside it. ``own_ratio``: the original's own error measured elsewhere
+    (:func:`own_error`), for a reference that is the original in its own dtype: the candidate may
+    then differ from it by its own allowance (twice that error) plus the original's (once)."""
     key = tolerance_key(gt.dtype, tf32)
     atol, rtol, l2tol = table.get(key, table["float32"])
     count = 0
@@ -553,11 +580,11 @@ def _compare_float(
         sum_own2.add(nv, float(nv.max()))
     if count == 0:
         return Errors()
-    atol_eff = max(atol, 2 * own)
     errors = Errors(max_abs, max_rel)
     # Rounding in a reduction scales with the output's overall size, not with each element's:
     # a 4096-deep TF32 dot product is off by ~0.28 on an output near zero when the RMS is 64.
     rms = sum_r2.rms(count)
+    atol_eff = max(atol, 2 * own, 3 * own_ratio[0] * rms)
     over_count, worst, example = 0, -math.inf, (0.0, 0.0)
     for start, g, r, _n in _chunks(gt, rt, nt):
         if start in finite:
@@ -583,7 +610,7 @@ def _compare_float(
     norm = sum_r2.norm()
     if norm > 0:
         rel_l2 = sum_d2.over(sum_r2)
-        l2_eff = max(l2tol, 2 * sum_own2.over(sum_r2))
+        l2_eff = max(l2tol, 2 * sum_own2.over(sum_r2), 3 * own_ratio[1])
         if rel_l2 > l2_eff:
             raise Mismatch(f"{where}: relative L2 error {rel_l2:.3g} > {l2_eff:.3g} ({key})")
     return errors

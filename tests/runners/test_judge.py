@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 import torch
 
-from runners import buffers
+from runners import buffers, verify
 from runners import judge as judge_module
 from runners.judge import CANDIDATE_OUTPUTS, Judge, plan_families, uses_tf32_dot
 from runners.protocol import PROTOCOL_VERSION, CallReply, ProtocolError, RunReply, TensorRef
@@ -575,6 +575,23 @@ def test_an_honest_reply_is_correct(judged, tmp_path):
     verdict = judged.check(payload, blob, "")
     assert verdict.status == "correct", verdict.reason
     assert "batch of one" in verdict.families and "the same inputs again" in verdict.families
+
+
+def test_the_originals_own_error_comes_from_the_normal_familys_calls(judged):
+    """For a family whose reference is the original in its own dtype (above 2^31 elements): per
+    output, the largest of the normal family's own errors against float64, read from the reference
+    runner's answers."""
+    (own,) = judged.own_error()
+    normal = [p for p in judged.planned if p.family == "normal"]
+    assert normal
+    each = []
+    for p in normal:
+        x, y = (t.double() for t in p.inputs)
+        ref64 = torch.relu(x + y)
+        each.append(verify.own_error(torch.relu(p.inputs[0] + p.inputs[1]), ref64))
+    assert own == (max(e[0] for e in each), max(e[1] for e in each))
+    assert 0.0 < own[0] < 1e-6 and 0.0 < own[1] < 1e-7  # float32's rounding of x + y
+    assert judged.own_error() is judged.own_error()  # computed once
 
 
 def test_one_wrong_element_in_one_call_is_caught_with_its_family(judged, tmp_path):

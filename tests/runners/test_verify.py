@@ -430,3 +430,42 @@ def test_a_small_relative_l2_drift_is_caught_across_chunks(monkeypatch):
     native = ref64.float()
     with pytest.raises(Mismatch, match="relative L2 error"):
         compare(native + 1.5e-4, ref64, native, "w", False, "cpu")  # every element inside atol+rtol
+
+
+# ---------------------------------------------------------------------------
+# Against the original in its own dtype: its own error, measured elsewhere
+
+
+def test_the_originals_own_error_is_measured_against_its_float64_reference():
+    ref64 = torch.linspace(-2.0, 2.0, 1000, dtype=torch.float64)
+    native = (ref64 + 1e-3).float()
+    native[10] = float("inf")  # overflowing in its own dtype: left out, not a ratio of infinity
+    worst, l2 = verify.own_error(native, ref64)
+    rms = float(ref64[torch.arange(1000) != 10].pow(2).mean().sqrt())
+    assert worst == pytest.approx(1e-3 / rms, rel=1e-3)
+    assert l2 == pytest.approx(1e-3 / rms, rel=1e-3)
+    assert verify.own_error(ref64.float(), ref64)[0] < 1e-7  # float32's rounding alone
+    assert verify.own_error(torch.zeros(5), torch.zeros(5, dtype=torch.float64)) == (0.0, 0.0)
+
+
+def test_a_reference_in_its_own_dtype_allows_the_originals_own_error_and_no_more():
+    """Above 2^31 elements the reference is the original in float32 (no float64 copy): two
+    convolutions in TF32 by different cuDNN algorithms differ by ~5e-4 where each is within its own
+    error of the truth. The candidate may differ by its allowance (twice the original's error, as
+    measured on the normal family) plus the original's (once): three times; a bug still stands out."""
+    torch.manual_seed(0)
+    native = torch.randn(20000)
+    own = (2e-4, 1.5e-4)  # (largest error / RMS, relative L2) on the normal family
+    rms = float(native.pow(2).mean().sqrt())
+    noise = torch.randn(20000)
+    honest = native + noise / noise.abs().max() * 2.5 * own[0] * rms
+    with pytest.raises(Mismatch, match="elements off"):
+        compare(honest, native, native, "above", False, "cpu")
+    compare(honest, native, native, "above", False, "cpu", own=[own])
+    wrong = honest.clone()
+    wrong[1234] += 0.05  # one element of a wrapped offset's garbage
+    with pytest.raises(Mismatch, match="1 of 20000 elements off"):
+        compare(wrong, native, native, "above", False, "cpu", own=[own])
+    biased = native * (1 + 4 * own[1])  # every element a little off: the L2 bound
+    with pytest.raises(Mismatch, match="relative L2 error"):
+        compare(biased, native, native, "above", False, "cpu", own=[(1.0, own[1])])
