@@ -19,7 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 
 _CHILD = r"""
-import importlib.util, json, sys, time
+import importlib.util, json, os, subprocess, sys, tempfile, time
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
@@ -48,7 +48,21 @@ except Exception as exc:
     print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
 else:
     seconds = time.perf_counter() - start
-    print(json.dumps({"ok": True, "seconds": seconds, "cubin_bytes": len(compiled.asm["cubin"])}))
+    # The machine code, read back with the cuobjdump in Triton's wheel: its instructions, and its calls
+    # (64-bit integer division and modulo by a number known only at run time are subroutine calls).
+    with tempfile.NamedTemporaryFile(suffix=".cubin") as cubin:
+        cubin.write(compiled.asm["cubin"])
+        cubin.flush()
+        tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+        sass = subprocess.run([tool, "-sass", cubin.name], capture_output=True, text=True, check=True).stdout
+    code = [line for line in sass.splitlines() if line.strip().startswith("/*") and ";" in line]
+    print(json.dumps({
+        "ok": True,
+        "seconds": seconds,
+        "cubin_bytes": len(compiled.asm["cubin"]),
+        "instructions": len(code),
+        "calls": sum(1 for line in code if " CALL." in line),
+    }))
 """
 
 
@@ -62,7 +76,9 @@ def compile_for_cuda(
     arch: int = 90,
 ) -> dict[str, Any]:
     """Compile ``kernel`` of the file ``path`` for CUDA compute capability ``arch`` (90: H100, H200):
-    ``{"ok": True, "seconds", "cubin_bytes"}`` or ``{"ok": False, "error"}``. ``constexprs``: a value
+    ``{"ok": True, "seconds", "cubin_bytes", "instructions", "calls"}`` (the machine code's
+    instructions, and its subroutine calls: 64-bit division by a number known at run time is one) or
+    ``{"ok": False, "error"}``. ``constexprs``: a value
     for each ``tl.constexpr`` parameter. ``signature`` gives each argument's Triton type (``*fp32``,
     ``i32``, ``fp32``, ``constexpr``); without it, from the kernel's parameters: its constexprs,
     names with ``ptr`` (``x_ptr``, ``in_ptr0``) float32 pointers, the names in ``floats`` float32

@@ -120,3 +120,22 @@ def test_long_rows_are_not_tuned_at_warps_that_spill(tmp_path):
     # The fewest warps kept at the example's rows compiles for an H100/H200.
     compiled = compile_for_cuda(path, name, {"BLOCK_SIZE": 32768}, num_warps=16, floats=("norm_eps",))
     assert compiled["ok"], compiled
+
+
+def test_an_elements_channel_comes_from_its_rows_group_and_its_column(tmp_path):
+    """A (sample, group) row holds whole channels from its group's first: each element's channel (for
+    the affine weights) is that one plus its column's, a 32-bit division of the column, not a 64-bit
+    division of its offset, in the forward kernel, its twins and the backward."""
+    source, name, backward = _generate(tmp_path, GROUP_NORM, "[torch.randn(2, 8, 4, 4)]", "[4, 8]")
+    generated = source.split('\n\n\n"""', 1)[1]
+    assert "offsets // n_inner" not in generated
+    line = "channels = (row * (n_cols // n_inner)) % n_channels + cols // n_inner"
+    for kernel in (name, f"{name}_rows", f"{name}_looped", backward):
+        body = generated[generated.index(f"def {kernel}(") :]
+        assert line in body[: body.index("\n\n\n")], kernel
+    # Compiled for an H100/H200: 64-bit division is a subroutine call; once a row, not twice an element
+    # (64 calls a thread at 32 elements each before).
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    compiled = compile_for_cuda(path, name, {"BLOCK_SIZE": 4096}, num_warps=4, floats=("norm_eps",))
+    assert compiled["ok"] and compiled["calls"] <= 2, compiled

@@ -394,6 +394,33 @@ def test_batch_norm_in_eval_mode_matches_torch(tmp_path, d, shapes):
     _compare(ref, new, torch.randn(shapes[0]))
 
 
+def test_an_elementwise_kernels_channels_are_divided_in_32_bits_where_every_offset_fits(tmp_path):
+    """Each element's channel (batch norm's statistics and weights) is divided out of its offset: in
+    64 bits a subroutine call for each division and modulo, twice for each element a thread holds.
+    NARROW (set by the launch where every offset and a block past them fit 32 bits) divides in 32;
+    past 2^31 elements the 64-bit code still runs. Both compile for an H100/H200."""
+    from tests.cuda_compile import compile_for_cuda
+
+    source, name, backward = _generate(tmp_path, BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]")
+    assert backward is not None
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    launch = namespace["_launch_config"]
+    assert launch(100, False)[2]["NARROW"] is True
+    assert launch(2**31 - 8193, False)[2]["NARROW"] is True
+    assert launch(2**31 - 8192, False)[2]["NARROW"] is False
+    assert namespace["_bwd_launch_config"](2**31)[1]["NARROW"] is False
+    for kernel in (name, backward):
+        narrow, wide = (
+            compile_for_cuda(path, kernel, {"BLOCK_SIZE": 1024, "NARROW": flag}, floats=("bn_eps",))
+            for flag in (True, False)
+        )
+        assert narrow["ok"] and wide["ok"], (narrow, wide)
+        assert narrow["calls"] == 0 < wide["calls"], (kernel, narrow, wide)
+
+
 @fresh_python
 def test_batch_norm_in_training_mode_is_refused(tmp_path):
     source, _, _ = _generate(tmp_path, BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]")

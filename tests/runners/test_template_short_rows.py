@@ -162,3 +162,12 @@ def test_a_row_kernels_coordinates_are_divided_out_once_a_row(tmp_path):
         body = generated[generated.index(f"def {kernel}(") :]
         body = body[: body.index("\n\n\n")]
         assert "coord_3 = cols" in body and "rest = row\n" in body, kernel
+    # Compiled for an H100/H200, where 64-bit division is a subroutine call: 48 calls a thread before
+    # (three divisions and three modulos for each of its 8 elements); now at most those of its rows
+    # (each thread holds the [ROWS, 1] coordinates of the twin's rows: 32 elements, 4 rows a thread).
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    for kernel, rows in ((name, 1), (f"{name}_rows", 4)):
+        constexprs = {"BLOCK_SIZE": 1024, **({"ROWS": rows} if rows > 1 else {})}
+        compiled = compile_for_cuda(path, kernel, constexprs, num_warps=4)
+        assert compiled["ok"] and compiled["calls"] <= 6 * rows, (kernel, compiled)

@@ -29,6 +29,7 @@ from runners.generators.template.emit import (
     fresh_local,
     guard_lines,
     load_and_compute,
+    narrow,
     op_name,
     op_source,
     return_lines,
@@ -36,6 +37,7 @@ from runners.generators.template.emit import (
     scalar_args,
     split_lines,
     uses_cols,
+    with_narrow,
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Reduce
@@ -66,7 +68,7 @@ _POINTWISE_BACKWARD_LAUNCH = '''
 def _bwd_launch_config(n_elements):
     """(grid, settings) for the backward kernel's elementwise pass: the forward's plain launch, 1024
     elements over 4 warps (the backward is not tuned yet)."""
-    return (triton.cdiv(n_elements, 1024),), {"BLOCK_SIZE": 1024, "num_warps": 4}
+{narrow_line}    return (triton.cdiv(n_elements, 1024),), {"BLOCK_SIZE": 1024, "num_warps": 4{narrow}}
 '''
 
 
@@ -162,6 +164,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
         *sizes,
         *(arg for arg, _ in kernel.scalars),
         "BLOCK_SIZE: tl.constexpr",
+        *(["NARROW: tl.constexpr"] if narrow(kernel) else []),
     ]
     lines = ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
     if out.kind == FULL:
@@ -199,7 +202,7 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
             *(f"    {line}" for line in channel_lines(kernel)),
             *(f"    {line}" for line in [*split_lines(kernel, "(offsets // n_cols)"), *inner]),
         ]
-        launch = _POINTWISE_BACKWARD_LAUNCH
+        launch = with_narrow(_POINTWISE_BACKWARD_LAUNCH, narrow(kernel))
     source = "\n".join(lines) + "\n\n\n" + launch.strip("\n") + "\n"
     return Backward(name, source, list(grads.values()))
 

@@ -75,11 +75,11 @@ def _launch_config(n_elements, on_cuda):
     8 per thread, a common default for memory-bound kernels.
     """
     bucket = triton.next_power_of_2(n_elements)
-    if on_cuda and isinstance({kernel}, triton.JITFunction):
+{narrow_line}    if on_cuda and isinstance({kernel}, triton.JITFunction):
         grid = lambda meta: (triton.cdiv(n_elements, meta["BLOCK_SIZE"]),)
-        return {kernel}_autotuned, grid, {"N_BUCKET": bucket}
+        return {kernel}_autotuned, grid, {"N_BUCKET": bucket{narrow}}
     block_size, num_warps = 1024, 4
-    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps, "N_BUCKET": bucket}
+    config = {"BLOCK_SIZE": block_size, "num_warps": num_warps, "N_BUCKET": bucket{narrow}}
     return {kernel}, (triton.cdiv(n_elements, block_size),), config
 '''
 _ROW_LAUNCH = '''
@@ -283,6 +283,7 @@ def _kernel_head(kernel: Kernel, name: str, tiled: bool = False) -> list[str]:
         *(["n_rows", "ROWS_BUCKET"] if tiled else []),
         "BLOCK_SIZE: tl.constexpr",
         *(["ROWS: tl.constexpr"] if tiled else []),
+        *(["NARROW: tl.constexpr"] if narrow(kernel) else []),
     ]
     return ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
 
@@ -360,7 +361,17 @@ def channel_sizes(kernel: Kernel) -> list[str]:
 def channel_lines(kernel: Kernel) -> list[str]:
     """Each element's channel, and its coordinates where tensors broadcast against it (unindented);
     none without either."""
-    lines = ["channels = (offsets // n_inner) % n_channels"] if channel_sizes(kernel) else []
+    lines = []
+    if channel_sizes(kernel) and kernel.rows and kernel.groups:
+        # A group's row holds n_cols // n_inner whole channels, from the row's group's first: the
+        # channel of an element is that one's plus its column's (64-bit division once a row, 32-bit
+        # division of the column once an element, instead of 64-bit division of its offset).
+        lines.append("channels = (row * (n_cols // n_inner)) % n_channels + cols // n_inner")
+    elif channel_sizes(kernel):
+        index = "offsets" if kernel.rows else "index"
+        lines.append(f"channels = ({index} // n_inner) % n_channels")
+    if narrow(kernel):
+        lines.insert(0, "index = offsets.to(tl.int32) if NARROW else offsets")
     if broadcast_sizes(kernel):
         ndim = len(kernel.shape)
         dims = list(reversed(range(ndim)))
@@ -371,12 +382,28 @@ def channel_lines(kernel: Kernel) -> list[str]:
             lines += ["rest = row"] if ndim > 1 else []
             dims = dims[1:]
         else:
-            lines.append("rest = offsets")
+            lines.append("rest = offsets" if kernel.rows else "rest = index")
         for d in dims:
             lines.append(f"coord_{d} = rest % size_{d}")
             if d:
                 lines.append(f"rest = rest // size_{d}")
     return lines
+
+
+# An elementwise kernel's channels and coordinates are divided out of each element's offset: in 64
+# bits (slow on a GPU) only where the tensor has too many elements for 32 (NARROW, a constexpr: the
+# launch says which, and each is compiled once).
+def with_narrow(text: str, narrow: bool) -> str:
+    """A launch helper's text with its NARROW line and setting where the kernel takes NARROW (the
+    helper has ``n_elements``), without them where it does not."""
+    line = "    narrow = n_elements + 8192 < 2**31  # every offset (and a block past them) in 32 bits\n"
+    text = text.replace("{narrow_line}", line if narrow else "")
+    return text.replace("{narrow}", ', "NARROW": narrow' if narrow else "")
+
+
+def narrow(kernel: Kernel) -> bool:
+    """Whether the elementwise kernel divides offsets (channels, coordinates): it then takes NARROW."""
+    return not kernel.rows and bool(channel_sizes(kernel) or broadcast_sizes(kernel))
 
 
 def broadcast_sizes(kernel: Kernel) -> list[str]:
@@ -419,6 +446,7 @@ def render_launch(kernel: Kernel, name: str, launcher: str = "_launch_config") -
     if kernel.rows and render_looped(kernel, name) is not None:
         looped = _LONG_ROWS
     text = template.strip("\n").replace("{looped}", looped).replace("{kernel}", name)
+    text = with_narrow(text, narrow(kernel))
     text = text.replace("SHORT_ROWS", str(SHORT_ROWS))
     return text.replace("def _launch_config(", f"def {launcher}(") + "\n"
 
