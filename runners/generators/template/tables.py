@@ -43,6 +43,7 @@ from runners.generators.template.emit import (
     fresh_local,
     guard_lines,
     op_source,
+    with_narrow,
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Value, dtype_expr, node_refs, promote, read_guards
@@ -339,7 +340,7 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
     builder.build()
     kernel, results = builder.kernel, builder.results
     name = _kernel_name(kernel)
-    launch = POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name) + "\n"
+    launch = with_narrow(POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name), False) + "\n"
     op, op_name, args = render_op(kernel, results, name)
     signature_args = {
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
