@@ -301,9 +301,13 @@ def test_split_halves_are_read_from_one_input(swiglu_problem):
     (cand,) = TemplateGenerator().generate(swiglu_problem, 1)
     source = cand.source
     assert verify.screen_source(source) is None
-    head = "def _silu_mul_kernel(x_ptr, out_ptr, n_elements, n_cols, N_BUCKET, BLOCK_SIZE: tl.constexpr):"
-    assert head in source
-    assert "    split_offsets = offsets + (offsets // n_cols) * n_cols" in source
+    kernel = next(f for f in ast.walk(ast.parse(source)) if getattr(f, "name", "") == "_silu_mul_kernel")
+    assert isinstance(kernel, ast.FunctionDef)
+    params = [a.arg for a in kernel.args.args]
+    assert params == ["x_ptr", "out_ptr", "n_elements", "n_cols", "N_BUCKET", "BLOCK_SIZE", "NARROW"]
+    # Each element's row is divided out of its offset in 32 bits where every offset fits (NARROW).
+    assert "    index = offsets.to(tl.int32) if NARROW else offsets" in source
+    assert "    split_offsets = offsets + (index // n_cols) * n_cols" in source
     assert "tl.load(x_ptr + split_offsets, mask=mask, other=0.0)" in source
     assert "tl.load(x_ptr + split_offsets + n_cols, mask=mask, other=0.0)" in source
     assert "        if x.shape[-1] % 2 != 0:" in source  # odd widths raise instead of misreading
@@ -384,10 +388,11 @@ def test_pointwise_launch_is_autotuned_on_cuda_and_plain_in_the_interpreter(swig
     # Through forward on CPU tensors, interpreted: right, and the plain launch (nothing was tuned).
     assert report["forward_error"] < 1e-5
     assert report["autotuner_ran"] is False
-    assert report["interpreted_launch"] == [True, [1], {"BLOCK_SIZE": 1024, "num_warps": 4, "N_BUCKET": 1024}]
+    plain = {"BLOCK_SIZE": 1024, "num_warps": 4, "N_BUCKET": 1024, "NARROW": True}
+    assert report["interpreted_launch"] == [True, [1], plain]
     # Compiled for CUDA: the autotuned kernel, its grid reading the chosen BLOCK_SIZE (735 / 512).
     assert report["cpu_tensors_launch_plainly"] is True
-    assert report["compiled_launch"] == [True, {"N_BUCKET": 1024}]  # 735 elements tune as 1024
+    assert report["compiled_launch"] == [True, {"N_BUCKET": 1024, "NARROW": True}]  # 735 elements: 1024
     assert report["grid_for_512"] == [2]
     assert report["tuned_error"] < 1e-5
     assert report["best_is_a_config"] is True
@@ -577,7 +582,7 @@ def test_a_row_vector_broadcasts_and_anything_else_is_declined():
 
     source, kernel, _ = render_module(_problem(SOURCE, "Shift"), trace([32]))
     assert kernel == "_add_kernel"
-    assert "cols = offsets % n_cols" in source
+    assert "cols = index % n_cols" in source  # index: the offsets, in 32 bits where they fit
     assert "weight = tl.load(weight_ptr + cols, mask=mask, other=0.0).to(tl.float32)" in source
     source, kernel, _ = render_module(_problem(SOURCE, "Shift"), trace([8, 1]))  # read by its strides
     assert "coord_0 * weight_stride_0 + coord_1 * weight_stride_1" in source

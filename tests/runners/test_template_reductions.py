@@ -394,14 +394,42 @@ def test_batch_norm_in_eval_mode_matches_torch(tmp_path, d, shapes):
     _compare(ref, new, torch.randn(shapes[0]))
 
 
-def test_an_elementwise_kernels_channels_are_divided_in_32_bits_where_every_offset_fits(tmp_path):
-    """Each element's channel (batch norm's statistics and weights) is divided out of its offset: in
-    64 bits a subroutine call for each division and modulo, twice for each element a thread holds.
-    NARROW (set by the launch where every offset and a block past them fit 32 bits) divides in 32;
-    past 2^31 elements the 64-bit code still runs. Both compile for an H100/H200."""
+BIAS_GELU = """
+class M(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = nn.Parameter(torch.randn(dim))
+
+    def forward(self, x):
+        return F.gelu(x + self.bias)
+"""
+CHUNK_SWIGLU = """
+class M(nn.Module):
+    def forward(self, x):
+        a, b = x.chunk(2, dim=-1)
+        return F.silu(a) * b
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "inputs", "init", "floats"),
+    [
+        (BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]", ("bn_eps",)),  # each element's channel
+        (BIAS_GELU, "[torch.randn(4, 16)]", "[16]", ()),  # its column (the bias)
+        (CHUNK_SWIGLU, "[torch.randn(4, 32)]", "[]", ()),  # its row (where its halves are)
+    ],
+    ids=["channels", "columns", "halves"],
+)
+def test_elementwise_kernels_divide_offsets_in_32_bits_where_every_offset_fits(
+    tmp_path, body, inputs, init, floats
+):
+    """An elementwise kernel divides each element's offset for its channel, column or row: in 64 bits
+    a subroutine call a division, for every element a thread holds. NARROW (set by the launch where
+    every offset and a block past them fit 32 bits) divides in 32; past 2^31 elements the 64-bit code
+    still runs. Both compile for an H100/H200, forward and backward."""
     from tests.cuda_compile import compile_for_cuda
 
-    source, name, backward = _generate(tmp_path, BATCH_NORM.format(d=2), "[torch.randn(2, 4, 8, 8)]", "[4]")
+    source, name, backward = _generate(tmp_path, body, inputs, init)
     assert backward is not None
     path = tmp_path / "generated.py"
     path.write_text(source, encoding="utf-8")
@@ -414,11 +442,12 @@ def test_an_elementwise_kernels_channels_are_divided_in_32_bits_where_every_offs
     assert namespace["_bwd_launch_config"](2**31)[1]["NARROW"] is False
     for kernel in (name, backward):
         narrow, wide = (
-            compile_for_cuda(path, kernel, {"BLOCK_SIZE": 1024, "NARROW": flag}, floats=("bn_eps",))
+            compile_for_cuda(path, kernel, {"BLOCK_SIZE": 1024, "NARROW": flag}, floats=floats)
             for flag in (True, False)
         )
         assert narrow["ok"] and wide["ok"], (narrow, wide)
         assert narrow["calls"] == 0 < wide["calls"], (kernel, narrow, wide)
+        assert narrow["instructions"] < wide["instructions"]
 
 
 @fresh_python

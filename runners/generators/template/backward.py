@@ -28,6 +28,7 @@ from runners.generators.template.emit import (
     forward_op,
     fresh_local,
     guard_lines,
+    index_lines,
     load_and_compute,
     narrow,
     op_name,
@@ -198,9 +199,8 @@ def render_backward(kernel: Kernel, forward_name: str) -> Backward:
             "    pid = tl.program_id(0).to(tl.int64)",
             "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
             "    mask = offsets < n_elements",
-            *(["    cols = offsets % n_cols"] if has_cols else []),
-            *(f"    {line}" for line in channel_lines(kernel)),
-            *(f"    {line}" for line in [*split_lines(kernel, "(offsets // n_cols)"), *inner]),
+            *(f"    {line}" for line in [*index_lines(kernel), *channel_lines(kernel)]),
+            *(f"    {line}" for line in [*split_lines(kernel, "(index // n_cols)"), *inner]),
         ]
         launch = with_narrow(_POINTWISE_BACKWARD_LAUNCH, narrow(kernel))
     source = "\n".join(lines) + "\n\n\n" + launch.strip("\n") + "\n"

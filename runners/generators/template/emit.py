@@ -293,7 +293,6 @@ def render_kernel(kernel: Kernel, name: str) -> str:
     where it has one."""
     rows = kernel.rows
     assert kernel.output is not None
-    has_cols = uses_cols(kernel)
     lines = _kernel_head(kernel, name)
     if rows:
         lines += [
@@ -309,10 +308,8 @@ def render_kernel(kernel: Kernel, name: str) -> str:
             "    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
             "    mask = offsets < n_elements",
         ]
-        if has_cols:
-            lines.append("    cols = offsets % n_cols")
-        lines += [f"    {line}" for line in channel_lines(kernel)]
-    body = [*split_lines(kernel, "row" if rows else "(offsets // n_cols)"), *load_and_compute(kernel)]
+        lines += [f"    {line}" for line in [*index_lines(kernel), *channel_lines(kernel)]]
+    body = [*split_lines(kernel, "row" if rows else "(index // n_cols)"), *load_and_compute(kernel)]
     lines += [f"    {line}" for line in body]
     out = kernel.output
     store = f"{out.name}.to(out_ptr.dtype.element_ty)"
@@ -370,8 +367,6 @@ def channel_lines(kernel: Kernel) -> list[str]:
     elif channel_sizes(kernel):
         index = "offsets" if kernel.rows else "index"
         lines.append(f"channels = ({index} // n_inner) % n_channels")
-    if narrow(kernel):
-        lines.insert(0, "index = offsets.to(tl.int32) if NARROW else offsets")
     if broadcast_sizes(kernel):
         ndim = len(kernel.shape)
         dims = list(reversed(range(ndim)))
@@ -390,9 +385,18 @@ def channel_lines(kernel: Kernel) -> list[str]:
     return lines
 
 
-# An elementwise kernel's channels and coordinates are divided out of each element's offset: in 64
-# bits (slow on a GPU) only where the tensor has too many elements for 32 (NARROW, a constexpr: the
-# launch says which, and each is compiled once).
+# An elementwise kernel's column, row, channel and coordinates are divided out of each element's
+# offset: in 64 bits (a subroutine call a division on a GPU) only where the tensor has too many
+# elements for 32 (NARROW, a constexpr: the launch says which, and each is compiled once).
+def index_lines(kernel: Kernel) -> list[str]:
+    """An elementwise kernel's offsets to divide (``index``: 32 bits where NARROW) and each element's
+    column where it needs one (unindented); none where it divides nothing."""
+    if not narrow(kernel):
+        return []
+    lines = ["index = offsets.to(tl.int32) if NARROW else offsets"]
+    return lines + (["cols = index % n_cols"] if uses_cols(kernel) else [])
+
+
 def with_narrow(text: str, narrow: bool) -> str:
     """A launch helper's text with its NARROW line and setting where the kernel takes NARROW (the
     helper has ``n_elements``), without them where it does not."""
@@ -402,8 +406,10 @@ def with_narrow(text: str, narrow: bool) -> str:
 
 
 def narrow(kernel: Kernel) -> bool:
-    """Whether the elementwise kernel divides offsets (channels, coordinates): it then takes NARROW."""
-    return not kernel.rows and bool(channel_sizes(kernel) or broadcast_sizes(kernel))
+    """Whether the elementwise kernel divides offsets (columns, halves, channels, coordinates): it
+    then takes NARROW."""
+    divides = uses_cols(kernel) or kernel.split or channel_sizes(kernel) or broadcast_sizes(kernel)
+    return not kernel.rows and bool(divides)
 
 
 def broadcast_sizes(kernel: Kernel) -> list[str]:
