@@ -342,3 +342,80 @@ def test_a_failed_check_becomes_the_status_and_the_rest_lands_in_the_report():
     assert skipped.status is Status.CORRECT and skipped.notes == [memcheck.NOT_INSTALLED]
     assert skipped.provenance["memory_check"] == memcheck.NOT_INSTALLED
     assert skipped.provenance["judge"]["skipped"] == {above_int32.FAMILY: "why"}
+
+
+CANCELLING = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):  # float32 rounds x + 1e4 to 1e-3: the result is off by up to ~5e-4
+        return (x + 1e4) - 1e4
+
+
+def get_inputs():
+    return [torch.randn(16, 100)]
+
+
+def get_init_inputs():
+    return []
+"""
+EXACT = """\
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):  # exact: off from the original in float32 by the original's own error
+        return x.clone()
+"""
+EXACT_BUT_ONE = """\
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x):  # exact but for one element, as a wrapped offset writes garbage
+        out = x.clone().reshape(-1)
+        out[4099] += 0.05
+        return out.reshape(x.shape)
+"""
+
+
+def test_above_2_31_the_original_is_allowed_its_own_error_and_nothing_more(tmp_path):
+    """The family's reference is the original in float32 (no float64 copy at that size). A candidate
+    more exact than the original differs from it by the original's rounding, measured on the normal
+    family against float64: allowed. Without that measure it is called incorrect; one garbage element
+    still is."""
+    problem = tmp_path / "cancelling.py"
+    problem.write_text(CANCELLING)
+    spec = {"tensor": {"shape": [16, 100], "dtype": "float32", "dist": "normal"}}
+    judge = Judge(
+        device="cpu",
+        file=str(problem),
+        root=None,
+        class_name="Model",
+        build={"source": "kernelbench", "init_args": [], "init_kwargs": {}, "inputs": [spec]},
+        variants=[],
+        dtype=None,
+        grad=False,
+        seed=99,
+    )
+    exact, one_off = tmp_path / "exact.py", tmp_path / "one_off.py"
+    exact.write_text(EXACT)
+    one_off.write_text(EXACT_BUT_ONE)
+    try:
+        assert judge.run_reference(sandbox.Limits(120, 4096), ENV, None) == ""
+        (own,) = judge.own_error()
+        assert 1e-4 < own[0] < 1e-3  # the original's largest error over its RMS, against float64
+        family = above_int32.Family(judge, 120, 4096, ENV, None, limit=4096)
+        try:
+            passed = family.check(*_request(judge, exact), tf32=False)
+            assert passed == memcheck.Outcome("passed", above_int32.FAMILY), passed
+            garbage = family.check(*_request(judge, one_off), tf32=False)
+            assert garbage.status == "incorrect" and "1 of 4100 elements off" in garbage.text, garbage
+            judge._own = [(0.0, 0.0)]  # as before: no allowance for the original's own error
+            strict = family.check(*_request(judge, exact), tf32=False)
+            assert strict.status == "incorrect" and "elements off" in strict.text, strict
+        finally:
+            family.close()
+    finally:
+        judge.close()
