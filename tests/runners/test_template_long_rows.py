@@ -75,8 +75,11 @@ def _outputs_match(ref: torch.nn.Module, new: torch.nn.Module, *xs: torch.Tensor
     assert (got.double() - want).abs().max().item() <= tol * scale
 
 
-def _module(source: str, init: tuple[Any, ...]) -> tuple[torch.nn.Module, torch.nn.Module, list[str]]:
-    """(the original, the generated module, the name of each kernel its launches ran)."""
+def _module(
+    source: str, init: tuple[Any, ...], rows: int | None = None
+) -> tuple[torch.nn.Module, torch.nn.Module, list[str]]:
+    """(the original, the generated module, the name of each kernel its launches ran); with ``rows``,
+    short rows are launched that many a program (the interpreter's plain launch takes 4)."""
     original: dict[str, Any] = {}
     exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
     generated: dict[str, Any] = {}
@@ -86,6 +89,9 @@ def _module(source: str, init: tuple[Any, ...]) -> tuple[torch.nn.Module, torch.
 
     def recording(*args: Any) -> Any:
         kernel, grid, config = launch(*args)
+        if rows is not None and "ROWS" in config:
+            config = {**config, "ROWS": rows}
+            grid = (-(-config["n_rows"] // rows),)
         launched.append(getattr(kernel, "fn", kernel).__name__)
         return kernel, grid, config
 

@@ -24,6 +24,7 @@ from tests.runners.test_template_long_rows import (
     POSITION_BIAS,
     RESIDUAL_LAYER_NORM,
     SOFTMAX,
+    _module,
     _outputs_match,
 )
 from tests.runners.test_template_masks import ALIBI
@@ -49,37 +50,14 @@ CASES = {
 }
 
 
-def _forcing_rows(generated: dict[str, Any], rows: int, launched: list[str]) -> None:
-    """The generated module's short rows launched ROWS=``rows`` rows a program (the interpreter's
-    plain launch takes 4), each launch's kernel recorded."""
-    launch = generated["_launch_config"]
-
-    def forced(*args: Any) -> Any:
-        kernel, grid, config = launch(*args)
-        if "ROWS" in config:
-            config = {**config, "ROWS": rows}
-            grid = (-(-config["n_rows"] // rows),)
-        launched.append(getattr(kernel, "fn", kernel).__name__)
-        return kernel, grid, config
-
-    generated["_launch_config"] = forced
-
-
 @pytest.mark.parametrize("case", sorted(CASES))
 @fresh_python
 def test_short_rows_match_torch_at_every_tile(tmp_path, case):
     body, inputs, init_expr, init, shape_sets = CASES[case]
     source, name, _ = _generate(tmp_path, body, inputs, init_expr)
     assert f"def {name}_rows(" in source
-    original: dict[str, Any] = {}
-    exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
     for rows in (1, 2, 4, 8, 64):
-        generated: dict[str, Any] = {}
-        exec(compile(source, "generated.py", "exec"), generated)
-        launched: list[str] = []
-        _forcing_rows(generated, rows, launched)
-        ref, new = original["M"](*init).eval(), generated["M"](*init).eval()
-        new.load_state_dict(ref.state_dict())
+        ref, new, launched = _module(source, init, rows)
         for shapes in shape_sets:
             torch.manual_seed(rows)
             xs = [torch.randn(shape) * 3 + 0.5 for shape in shapes]
@@ -93,16 +71,11 @@ def test_short_rows_pick_class_indices_per_row(tmp_path):
     masked past the last row."""
     body = CROSS_ENTROPY.format(expr="F.cross_entropy(logits, targets, reduction='none')")
     source, name, _ = _generate(tmp_path, body, "[torch.randn(16, 100), torch.randint(0, 100, (16,))]")
-    original: dict[str, Any] = {}
-    exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
     for rows in (1, 4, 64):
-        generated: dict[str, Any] = {}
-        exec(compile(source, "generated.py", "exec"), generated)
-        launched: list[str] = []
-        _forcing_rows(generated, rows, launched)
+        ref, new, launched = _module(source, (), rows)
         logits, targets = torch.randn(13, 100) * 4, torch.randint(0, 100, (13,))
-        want = original["M"]()(logits.double(), targets)
-        got = generated["M"]()(logits, targets)
+        want = ref.double()(logits.double(), targets)
+        got = new(logits, targets)
         assert (got.double() - want).abs().max().item() <= 1e-5 * max(1.0, want.abs().max().item())
         assert set(launched) == {f"{name}_rows"}
 

@@ -405,6 +405,12 @@ def with_narrow(text: str, narrow: bool) -> str:
     return text.replace("{narrow}", ', "NARROW": narrow' if narrow else "")
 
 
+def plain_pointwise_launch(name: str) -> str:
+    """The elementwise launch helper for a kernel that takes no NARROW (one whose offsets are divided
+    by its own code, as the rotary tables' kernel does)."""
+    return with_narrow(POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name), False) + "\n"
+
+
 def narrow(kernel: Kernel) -> bool:
     """Whether the elementwise kernel divides offsets (columns, halves, channels, coordinates): it
     then takes NARROW."""

@@ -37,13 +37,12 @@ from runners.generators.base import Candidate, GeneratorDeclined, Problem
 from runners.generators.template.emit import (
     CUSTOM_OP,
     HEADER,
-    POINTWISE_LAUNCH,
     RESULT_DTYPE,
     TANH,
     fresh_local,
     guard_lines,
     op_source,
-    with_narrow,
+    plain_pointwise_launch,
     wrap,
 )
 from runners.generators.template.ir import Kernel, Load, Value, dtype_expr, node_refs, promote, read_guards
@@ -340,7 +339,7 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
     builder.build()
     kernel, results = builder.kernel, builder.results
     name = _kernel_name(kernel)
-    launch = with_narrow(POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name), False) + "\n"
+    launch = plain_pointwise_launch(name)
     op, op_name, args = render_op(kernel, results, name)
     signature_args = {
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
