@@ -1000,6 +1000,42 @@ def test_every_runner_does_the_same_harness_work_per_timed_call(monkeypatch) -> 
     assert made == [True, True]
 
 
+def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monkeypatch) -> None:
+    """With torch.compile timed beside eager, the harness cost per call the judge derives from the
+    original's span is what the candidate's runner pays per call: compile's calls projected too.
+    Made costly here (each projection sleeps 2 ms), an honest candidate as fast as the original is
+    seen at its own time, not at half a projection more (as on an H100, 0.633 ms for 0.356)."""
+    import time
+
+    from runners import bench
+    from runners.judge import clock_check, timed_by_clock
+
+    real = bench.Projector.record
+
+    def costly(self, i, out):  # type: ignore[no-untyped-def]
+        time.sleep(2e-3)
+        real(self, i, out)
+
+    monkeypatch.setattr(bench.Projector, "record", costly)
+    module = torch.nn.ReLU()
+    sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
+    marks: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        marks.append((name, time.monotonic()))
+
+    ref = bench.time_reference(module, module, sets, 7, 1, "cpu", mark)
+    ref_span = marks[1][1] - marks[0][1]
+    marks.clear()
+    got = bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, 0.0, "cpu", mark)
+    cand = dict(got["summaries"]["candidate"])
+    calls = int(cand.pop("calls"))
+    seen, overhead = clock_check(cand, calls, marks[1][1] - marks[0][1], ref["summaries"], ref_span)
+    assert overhead > 1.9e-3
+    assert seen < 5e-4
+    assert timed_by_clock(cand, seen) is None
+
+
 def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, tmp_path):
     """Runners sharing one GPU (a benchmark running problems side by side): a runner given the
     timing lock waits for it before its warm-up and holds it through its last call back to back,
