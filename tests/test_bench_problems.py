@@ -226,6 +226,7 @@ def test_summary_arithmetic() -> None:
     template = summaries["template"]
     assert (template.problems, template.verified) == (4, 2)  # Norm, Act, Matmul (declined), Broken
     assert (template.faster_than_eager, template.faster_than_compile) == (1, 0)
+    assert template.as_fast_as_compile == 1  # Act at 1.00x counts; Norm at 0.50x does not
     assert template.geomean_vs_eager == pytest.approx(math.sqrt(2.0 * 1.0))
     assert template.geomean_vs_eager_rows == 2
     assert template.geomean_vs_compile == pytest.approx(math.sqrt(0.5 * 1.0))
@@ -234,6 +235,7 @@ def test_summary_arithmetic() -> None:
     portfolio = summaries[kq.PORTFOLIO]  # Norm: template, Act: template (no winner), Matmul: files
     assert (portfolio.problems, portfolio.verified) == (4, 3)
     assert (portfolio.faster_than_eager, portfolio.faster_than_compile) == (2, 1)
+    assert portfolio.as_fast_as_compile == 2  # Act (1.00x) and Matmul (2x)
     assert portfolio.geomean_vs_eager == pytest.approx((2.0 * 1.0 * 4.0) ** (1 / 3))
     assert portfolio.geomean_vs_eager_rows == 3
 
@@ -265,11 +267,12 @@ def test_per_problem_rows_give_bandwidth_engine_time_and_levels() -> None:
 
 def test_faster_than_compile_needs_the_noise_rule() -> None:
     c = correct("k", "template", eager=2.0, comp=1.04, ms=1.0)  # 1.04x: under the 1.05x minimum
-    assert (
-        not kq.build_table(RunReport(CUDA, [module("M", c, best="k")]), ["template"])
-        .rows[0]
-        .faster_than_compile
-    )
+    table = kq.build_table(RunReport(CUDA, [module("M", c, best="k")]), ["template"])
+    assert not table.rows[0].faster_than_compile
+    assert by_name(table)[kq.PORTFOLIO].as_fast_as_compile == 1  # but as fast as compile
+    slower = correct("k", "template", eager=2.0, comp=0.99, ms=1.0)
+    table = kq.build_table(RunReport(CUDA, [module("M", slower, best="k")]), ["template"])
+    assert by_name(table)[kq.PORTFOLIO].as_fast_as_compile == 0
     c = correct("k", "template", eager=2.0, comp=1.2, ms=1.0)
     c.timings["candidate"] = Timing(1.0, 0.5, 1.5, 100)  # spreads overlap
     assert (
@@ -289,9 +292,13 @@ def test_markdown_on_cuda_has_times_and_summary() -> None:
     )
     assert "| correct | faster | 1.0e-06 | 2 | 0.5 | 1 | 2.00x | 0.50x |" in norm
     assert (
-        "| template | 4 | 2/4 (50%) | 1/4 (25%) | 0/4 (0%) | 1.41x over 2 rows | 0.71x over 2 rows |" in page
+        "| template | 4 | 2/4 (50%) | 1/4 (25%) | 0/4 (0%) | 1/4 (25%) | 1.41x over 2 rows "
+        "| 0.71x over 2 rows |" in page
     )
-    assert "| portfolio (the engine's pick per problem) | 4 | 3/4 (75%) | 2/4 (50%) | 1/4 (25%) |" in page
+    assert (
+        "| portfolio (the engine's pick per problem) | 4 | 3/4 (75%) | 2/4 (50%) | 1/4 (25%) | 2/4 (50%) |"
+        in page
+    )
     assert "not measured" not in page
 
 
