@@ -1036,6 +1036,53 @@ def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monke
     assert timed_by_clock(cand, seen) is None
 
 
+def test_a_forged_claim_gains_nothing_from_the_recheck(monkeypatch) -> None:
+    """Claims ten times better than eager are timed again, twice as long, inside the same span.
+    Those calls carry the harness work of every other (projected), so the span per call less the
+    harness cost measured on the original is the candidate's time: a runner that reports a quarter
+    of a 8 ms call (each projection costing 3 ms) is rejected, not credited with two thirds of a
+    projection less than it took."""
+    import time
+
+    from runners import bench
+    from runners.judge import Reject, clock_check
+
+    real = bench.Projector.record
+
+    def costly(self, i, out):  # type: ignore[no-untyped-def]
+        time.sleep(3e-3)
+        real(self, i, out)
+
+    class Slow(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            time.sleep(8e-3)
+            return x.relu()
+
+    monkeypatch.setattr(bench.Projector, "record", costly)
+    module, sets = Slow(), [[torch.randn(4, 8)], [torch.randn(4, 8)]]
+    marks: list[tuple[str, float]] = []
+
+    def mark(name: str) -> None:
+        marks.append((name, time.monotonic()))
+
+    ref = bench.time_reference(module, module, sets, 7, 1, "cpu", mark)
+    ref_span = marks[1][1] - marks[0][1]
+    marks.clear()
+    honest_samples = bench.Clock.samples
+
+    def forged(self, fn, feed, first, n, proj):  # type: ignore[no-untyped-def]
+        return [t / 4 for t in honest_samples(self, fn, feed, first, n, proj)]
+
+    monkeypatch.setattr(bench.Clock, "samples", forged)
+    got = bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, 1e9, "cpu", mark)
+    assert got["rechecked"]
+    cand = dict(got["summaries"]["candidate"])
+    calls = int(cand.pop("calls"))
+    assert calls == 3 * int(ref["runs"])
+    with pytest.raises(Reject, match="the judge's clock saw"):
+        clock_check(cand, calls, marks[1][1] - marks[0][1], ref["summaries"], ref_span)
+
+
 def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, tmp_path):
     """Runners sharing one GPU (a benchmark running problems side by side): a runner given the
     timing lock waits for it before its warm-up and holds it through its last call back to back,
