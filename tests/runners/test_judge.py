@@ -1000,24 +1000,26 @@ def test_every_runner_does_the_same_harness_work_per_timed_call(monkeypatch) -> 
     assert made == [True, True]
 
 
-def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monkeypatch) -> None:
-    """With torch.compile timed beside eager, the harness cost per call the judge derives from the
-    original's span is what the candidate's runner pays per call: compile's calls projected too.
-    Made costly here (each projection sleeps 2 ms), an honest candidate as fast as the original is
-    seen at its own time, not at half a projection more (as on an H100, 0.633 ms for 0.356)."""
-    import time
-
+def _clocked_on_the_cpu(
+    monkeypatch: pytest.MonkeyPatch,
+    module: torch.nn.Module,
+    projection_s: float,
+    recheck_below_ms: float = 0.0,
+    forge: float = 1.0,
+) -> tuple[dict[str, float], int, float, dict[str, Any]]:
+    """The original (eager and, as torch.compile, itself) and then ``module`` as the candidate
+    timed on the CPU, each projection sleeping ``projection_s``, the candidate's samples divided by
+    ``forge`` (a runner that forges its claims): (its summary, its calls, its span, the original's
+    timing with ``ref_span``)."""
     from runners import bench
-    from runners.judge import clock_check, timed_by_clock
 
     real = bench.Projector.record
 
     def costly(self, i, out):  # type: ignore[no-untyped-def]
-        time.sleep(2e-3)
+        time.sleep(projection_s)
         real(self, i, out)
 
     monkeypatch.setattr(bench.Projector, "record", costly)
-    module = torch.nn.ReLU()
     sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
     marks: list[tuple[str, float]] = []
 
@@ -1025,12 +1027,30 @@ def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monke
         marks.append((name, time.monotonic()))
 
     ref = bench.time_reference(module, module, sets, 7, 1, "cpu", mark)
-    ref_span = marks[1][1] - marks[0][1]
+    ref["ref_span"] = marks[1][1] - marks[0][1]
     marks.clear()
-    got = bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, 0.0, "cpu", mark)
+    honest_samples = bench.Clock.samples
+
+    def forged(self, fn, feed, first, n, proj):  # type: ignore[no-untyped-def]
+        return [t / forge for t in honest_samples(self, fn, feed, first, n, proj)]
+
+    monkeypatch.setattr(bench.Clock, "samples", forged)
+    got = bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, recheck_below_ms, "cpu", mark)
+    assert got["rechecked"] == (recheck_below_ms > 0)
     cand = dict(got["summaries"]["candidate"])
     calls = int(cand.pop("calls"))
-    seen, overhead = clock_check(cand, calls, marks[1][1] - marks[0][1], ref["summaries"], ref_span)
+    return cand, calls, marks[1][1] - marks[0][1], ref
+
+
+def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monkeypatch) -> None:
+    """With torch.compile timed beside eager, the harness cost per call the judge derives from the
+    original's span is what the candidate's runner pays per call: compile's calls projected too.
+    Made costly here (each projection sleeps 2 ms), an honest candidate as fast as the original is
+    seen at its own time, not at half a projection more (as on an H100, 0.633 ms for 0.356)."""
+    from runners.judge import clock_check, timed_by_clock
+
+    cand, calls, span, ref = _clocked_on_the_cpu(monkeypatch, torch.nn.ReLU(), 2e-3)
+    seen, overhead = clock_check(cand, calls, span, ref["summaries"], ref["ref_span"])
     assert overhead > 1.9e-3
     assert seen < 5e-4
     assert timed_by_clock(cand, seen) is None
@@ -1042,45 +1062,17 @@ def test_a_forged_claim_gains_nothing_from_the_recheck(monkeypatch) -> None:
     harness cost measured on the original is the candidate's time: a runner that reports a quarter
     of a 8 ms call (each projection costing 3 ms) is rejected, not credited with two thirds of a
     projection less than it took."""
-    import time
-
-    from runners import bench
     from runners.judge import Reject, clock_check
-
-    real = bench.Projector.record
-
-    def costly(self, i, out):  # type: ignore[no-untyped-def]
-        time.sleep(3e-3)
-        real(self, i, out)
 
     class Slow(torch.nn.Module):
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             time.sleep(8e-3)
             return x.relu()
 
-    monkeypatch.setattr(bench.Projector, "record", costly)
-    module, sets = Slow(), [[torch.randn(4, 8)], [torch.randn(4, 8)]]
-    marks: list[tuple[str, float]] = []
-
-    def mark(name: str) -> None:
-        marks.append((name, time.monotonic()))
-
-    ref = bench.time_reference(module, module, sets, 7, 1, "cpu", mark)
-    ref_span = marks[1][1] - marks[0][1]
-    marks.clear()
-    honest_samples = bench.Clock.samples
-
-    def forged(self, fn, feed, first, n, proj):  # type: ignore[no-untyped-def]
-        return [t / 4 for t in honest_samples(self, fn, feed, first, n, proj)]
-
-    monkeypatch.setattr(bench.Clock, "samples", forged)
-    got = bench.time_candidate(module, sets, 7, int(ref["runs"]), 1, 1e9, "cpu", mark)
-    assert got["rechecked"]
-    cand = dict(got["summaries"]["candidate"])
-    calls = int(cand.pop("calls"))
+    cand, calls, span, ref = _clocked_on_the_cpu(monkeypatch, Slow(), 3e-3, recheck_below_ms=1e9, forge=4.0)
     assert calls == 3 * int(ref["runs"])
     with pytest.raises(Reject, match="the judge's clock saw"):
-        clock_check(cand, calls, marks[1][1] - marks[0][1], ref["summaries"], ref_span)
+        clock_check(cand, calls, span, ref["summaries"], ref["ref_span"])
 
 
 def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, tmp_path):
