@@ -24,7 +24,7 @@ import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 
-path, kernel, signature, constexprs, num_warps, arch, floats = json.loads(sys.argv[1])
+path, kernel, signature, constexprs, num_warps, num_stages, arch, floats = json.loads(sys.argv[1])
 spec = importlib.util.spec_from_file_location("kernelize_compiled_here", path)
 module = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(module)
@@ -42,7 +42,7 @@ try:
     compiled = triton.compile(
         ASTSource(fn=fn, signature=signature, constexprs=constexprs),
         target=GPUTarget("cuda", arch, 32),
-        options={"num_warps": num_warps},
+        options={"num_warps": num_warps, **({"num_stages": num_stages} if num_stages else {})},
     )
 except Exception as exc:
     print(json.dumps({"ok": False, "error": f"{type(exc).__name__}: {exc}"}))
@@ -62,6 +62,9 @@ else:
         "cubin_bytes": len(compiled.asm["cubin"]),
         "instructions": len(code),
         "calls": sum(1 for line in code if " CALL." in line),
+        # Registers spilled: stores to a thread's local memory (the SASS's STL).
+        "spills": sum(1 for line in code if " STL" in line),
+        "shared_bytes": compiled.metadata.shared,
     }))
 """
 
@@ -74,10 +77,12 @@ def compile_for_cuda(
     floats: tuple[str, ...] = (),
     signature: dict[str, str] | None = None,
     arch: int = 90,
+    num_stages: int | None = None,
 ) -> dict[str, Any]:
     """Compile ``kernel`` of the file ``path`` for CUDA compute capability ``arch`` (90: H100, H200):
-    ``{"ok": True, "seconds", "cubin_bytes", "instructions", "calls"}`` (the machine code's
-    instructions, and its subroutine calls: 64-bit division by a number known at run time is one) or
+    ``{"ok": True, "seconds", "cubin_bytes", "instructions", "calls", "spills", "shared_bytes"}`` (the
+    machine code's instructions; its subroutine calls: 64-bit division by a number known at run time
+    is one; its stores of spilled registers to local memory; the shared memory a program takes) or
     ``{"ok": False, "error"}``. ``constexprs``: a value
     for each ``tl.constexpr`` parameter. ``signature`` gives each argument's Triton type (``*fp32``,
     ``i32``, ``fp32``, ``constexpr``); without it, from the kernel's parameters: its constexprs,
@@ -85,7 +90,8 @@ def compile_for_cuda(
     numbers, the rest 32-bit integers."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")  # Triton's default; set, so it does not warn
-    args = json.dumps([str(path), kernel, signature, constexprs or {}, num_warps, arch, list(floats)])
+    settings = [signature, constexprs or {}, num_warps, num_stages, arch, list(floats)]
+    args = json.dumps([str(path), kernel, *settings])
     done = subprocess.run(
         [sys.executable, "-c", _CHILD, args],
         env=env,

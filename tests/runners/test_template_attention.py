@@ -14,6 +14,7 @@ import pytest
 import torch
 
 from runners.generators.template import Unsupported
+from tests.cuda_compile import compile_for_cuda
 from tests.runners.test_template_reductions import _generate, _modules, fresh_python
 
 HEADER = "import math\n"
@@ -133,3 +134,29 @@ def test_near_misses_are_declined_by_name(tmp_path, result, message):
     inputs = "[torch.randn(4, 4, 4, 4)] * 2"  # square: every near miss traces
     with pytest.raises(Unsupported, match=message):
         _generate(tmp_path, NEAR_MISS.format(result), inputs)
+
+
+def test_every_autotuned_config_compiles_for_an_h100_without_heavy_spills(tmp_path):
+    """Each config the launch autotunes over, compiled for sm_90 at D = 64 (float32 tiles: three TF32
+    products): it fits a program's shared memory (227 KiB on an H100 or H200) and spills few
+    registers. Every runner that checks the kernel compiles them all, so the list stays short; the
+    configs left out spilled 409 to 2,927 registers (these 80 to 246, Triton 3.9's ptxas)."""
+    source, name, _ = _generate(tmp_path, HEADER + SQRT, "[torch.randn(2, 2, 8, 16)] * 2")
+    path = tmp_path / "attention_kernel.py"
+    path.write_text(source, encoding="utf-8")
+    namespace: dict[str, object] = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    configs = namespace[f"{name}_autotuned"].configs  # type: ignore[attr-defined]
+    assert len(configs) == 4
+    for config in configs:
+        got = compile_for_cuda(
+            path,
+            name,
+            {**config.kwargs, "BLOCK_D": 64, "DOT_FP32": False},
+            num_warps=config.num_warps,
+            num_stages=config.num_stages,
+            floats=("scale",),
+        )
+        assert got["ok"], (config, got)
+        assert got["shared_bytes"] <= 227 * 1024, (config, got)
+        assert got["spills"] <= 300, (config, got)
