@@ -147,6 +147,36 @@ def test_own_error_of_the_original_is_allowed_twice():
         compare((ref64 + 0.1).half(), ref64, native, "w", False, "cpu")
 
 
+def test_an_original_overflowing_in_its_own_dtype_lets_nothing_else_through():
+    """Where the original overflows in its own dtype and float64 does not, that element says
+    nothing of the original's rounding: the others' error still bounds the candidate's, so one
+    element off by 1e-3 fails, as it does without the overflow."""
+    ref64, native = ref_and_native()
+    native[0, 0] = float("inf")
+    got = native.clone()
+    got[0, 0] = ref64[0, 0].float()  # exact where the original overflowed
+    got[5, 5] += 1e-3
+    with pytest.raises(Mismatch, match=r"max abs error 0\.001 > tol"):
+        compare(got, ref64, native, "w", False, "cpu")
+
+
+def test_a_candidate_overflowing_where_the_original_does_in_its_own_dtype_passes():
+    """The same infinity as the original in its own dtype, where float64 stays finite, is what the
+    user's module gives: an honest candidate. Another special value there, or one where the original
+    is finite, still fails."""
+    ref64, native = ref_and_native()
+    native[1, 2] = float("inf")
+    compare(native.clone(), ref64, native, "w", False, "cpu")
+    got = native.clone()
+    got[1, 2] = float("-inf")
+    with pytest.raises(Mismatch, match=r"NaN/Inf at index \(1, 2\)"):
+        compare(got, ref64, native, "w", False, "cpu")
+    got = native.clone()
+    got[2, 2] = float("inf")
+    with pytest.raises(Mismatch, match=r"NaN/Inf at index \(2, 2\)"):
+        compare(got, ref64, native, "w", False, "cpu")
+
+
 def test_tolerance_key_uses_tf32_only_when_flagged():
     assert verify.tolerance_key(torch.float32, False) == "float32"
     assert verify.tolerance_key(torch.float32, True) == "float32 (tf32)"
