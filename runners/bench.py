@@ -20,7 +20,6 @@ import contextlib
 import fcntl
 import gc
 import os
-import random
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -86,26 +85,32 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
 class Feed:
     """Fresh inputs for every timed call, the same sequence in every runner.
 
-    Call ``i`` gets the judge's input set ``i % len(sets)`` copied into one buffer set and its
-    floating tensors scaled by the ``i``-th factor drawn from ``seed``, before the call and outside
-    the timed span: consecutive calls see other values in the same memory, so a module that keys
-    a cache on its argument objects or pointers hands back stale outputs, and the projections
-    (below) show it. Index ``i`` wraps at ``total``: a re-timing repeats the first calls' inputs."""
+    Call ``i`` gets the judge's input set ``i % len(sets)`` copied into one buffer set and each of
+    its floating tensors multiplied element by element by factors in [0.75, 1.25) drawn for that
+    call and tensor from ``seed`` (on the tensor's device, so every runner draws the same), before
+    the call and outside the timed span. Consecutive calls see other values in the same memory, so
+    a module that keys a cache on its argument objects or pointers hands back stale outputs, and the
+    projections (below) show it. One factor a call was not enough: a norm's output is the same for
+    any positive multiple of its input, so a cache keyed on what a scale keeps (the signs, the
+    buffer) handed back outputs that were right. The factors keep every sign and zero. Index ``i``
+    wraps at ``total``: a re-timing repeats the first calls' inputs."""
 
     def __init__(self, sets: list[list[Any]], seed: int, total: int) -> None:
         self.sets = sets
         self.slot = [a.clone() if isinstance(a, torch.Tensor) else a for a in sets[0]]
-        rng = random.Random(seed)
+        self.seed = seed
         self.total = max(1, total)
-        self.scales = [1.0 + rng.uniform(-0.25, 0.25) for _ in range(self.total)]
 
     def __call__(self, i: int) -> list[Any]:
         i %= self.total
-        for buf, src in zip(self.slot, self.sets[i % len(self.sets)], strict=True):
+        for k, (buf, src) in enumerate(zip(self.slot, self.sets[i % len(self.sets)], strict=True)):
             if isinstance(buf, torch.Tensor):
                 buf.copy_(src)
                 if buf.is_floating_point():
-                    buf.mul_(self.scales[i])
+                    gen = torch.Generator(device=buf.device)
+                    gen.manual_seed((self.seed * 1_000_003 + i * 1_009 + k) % 2**62)
+                    factors = torch.empty(buf.shape, dtype=buf.dtype, device=buf.device)
+                    buf.mul_(factors.uniform_(0.75, 1.25, generator=gen))
         return self.slot
 
 

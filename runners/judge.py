@@ -67,7 +67,7 @@ LARGE_CALL_BYTES = 256 * 2**20
 # first call survives it.
 OTHER_WEIGHTS = "normal, other weights"
 DRAW_THREADS = 8  # threads drawing a module's inputs side by side (at most the machine's cores)
-TIMING_SETS = 2  # input sets the timed calls alternate between (each call scaled afresh)
+TIMING_SETS = 2  # input sets the timed calls alternate between (each call's elements multiplied afresh)
 TIMING_SIGMAS = 6.0  # an honest projection stays within this many standard deviations
 # The judge's clock against a claimed time per call: up to CLOCK_SLACK times the claim plus 50 us,
 # the claim stands; up to CLOCK_CREDIT times it plus CLOCK_LAUNCH_S, the clock's figure is the

@@ -136,9 +136,10 @@ class Call:
 class TimingPlan:
     """How to time the module (CUDA only): on fresh inputs every call, chosen by the judge.
 
-    Call ``i`` of ``rounds * runs`` takes input set ``i % len(sets)`` copied into one buffer set
-    and scaled by a factor drawn from ``seed`` (outside the timed span): no two consecutive calls
-    see the same values in the same memory. After each call the runner records a projection of
+    Call ``i`` of ``rounds * runs`` takes input set ``i % len(sets)`` copied into one buffer set,
+    each element multiplied by a factor drawn from ``seed`` for that call (outside the timed span,
+    ``runners.bench.Feed``): no two calls see the same values, or a multiple of them, in the same
+    memory. After each call the runner records a projection of
     its outputs on weights drawn from ``seed`` (the reference also their quadratic size), which
     the judge compares call by call with the reference's: every timed output counts. ``runs`` 0:
     the runner chooses (the reference, from its own estimate); a candidate gets the reference's.
@@ -147,7 +148,7 @@ class TimingPlan:
     ``training``: each timed call is a training step instead: forward on the fed inputs as fresh
     leaves that require grad (every floating parameter too, its gradient cleared before the call),
     then backward with an upstream gradient drawn from ``seed`` (normal, on the CPU, in the
-    outputs' shapes, one per input set, scaled afresh every call); what is projected is every
+    outputs' shapes, one per input set, multiplied afresh every call); what is projected is every
     input's and parameter's gradient, in that order (parameters by name)."""
 
     sets: tuple[tuple[Arg, ...], ...]

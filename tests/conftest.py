@@ -130,6 +130,7 @@ SLOW_FIXTURES: dict[str, str] = {
     "tests/runners/test_supervisor.py::supervised": "supervised Celery workers as processes",
     # The engine end to end: candidates in their sandboxes, under Triton's interpreter on the CPU.
     "tests/runners/test_judge.py::timed": "the engine on the timing candidates, timed on the CPU",
+    "tests/runners/test_judge.py::timed_norm": "the engine on RMSNorm's timing candidates, on the CPU",
     "tests/runners/test_judge.py::training_judge": "a reference timed in training, then a run per test",
     "tests/runners/test_memcheck.py::judge": "a sandboxed reference, then runs under a stand-in checker",
     "tests/runners/test_normalize.py::run_results": "each normalized sample run under the interpreter",

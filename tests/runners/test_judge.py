@@ -123,6 +123,7 @@ def test_every_file_in_the_suite_has_an_expectation():
         ("memcheck_cuda", n)
         for n in ("ok.py", "tail_store_by_tile.py", "unmasked_tail_store.py", "int32_offsets.py")
     }
+    listed |= {("timing_norm", n) for n in ("ok.py", "memo_scale_invariant.py")}
     # Caught by the runner's own interpreter bounds check: tests/runners/test_memcheck.py.
     listed.add(("memory", "store_one_past.py"))
     on_disk = {(p.parent.name, p.name) for p in ADVERSARIAL.glob("*/*.py")}
@@ -158,6 +159,33 @@ def timed() -> dict[str, Any]:
     report = pipeline.kernelize(problem, [files], settings)
     assert report.status == "ok", report.reason
     return {c.id: c for c in report.candidates}
+
+
+@pytest.fixture(scope="module")
+def timed_norm() -> dict[str, Any]:
+    """RMSNorm's candidates timed on the CPU: its output is the same for a positive multiple of its
+    input, which a cheat can key a cache on."""
+    from runners import pipeline
+    from runners.generators import make_generator
+
+    [problem], _ = pipeline.problems_for(str(ROOT / "tests/problems/layers.py"), str(ROOT), "RMSNorm")
+    settings = pipeline.EngineSettings(device="cpu", time_on_cpu=True, timeout_s=300)
+    files = make_generator("files", {"candidates": str(ADVERSARIAL / "timing_norm")})
+    report = pipeline.kernelize(problem, [files], settings)
+    assert report.status == "ok", report.reason
+    return {c.id: c for c in report.candidates}
+
+
+def test_a_cache_keyed_on_what_a_scale_keeps_is_caught_by_the_timed_calls(timed_norm):
+    """Each timed call's floating inputs are scaled element by element afresh, so no timed call
+    repeats an earlier one up to a factor a scale-invariant module ignores: the cached output is
+    another call's, and the projections show it. The honest control is timed as before."""
+    ok, memo = timed_norm["ok.py"], timed_norm["memo_scale_invariant.py"]
+    assert ok.status.value == "correct", ok.reason
+    assert ok.timings["candidate"].runs == 3 * 20
+    assert memo.status.value == "incorrect", (memo.reason, memo.timings)
+    assert memo.reason.startswith("timing: timed call "), memo.reason
+    assert memo.timings == {} and memo.median_ms is None
 
 
 def test_the_honest_kernel_is_timed_against_the_reference_runners_baseline(timed):
