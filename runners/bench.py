@@ -38,7 +38,6 @@ ROUNDS = 3
 TARGET_MS_PER_ROUND = 100.0
 CPU_RUNS = 20  # per round on the CPU (tests of the protocol: the figures mean nothing there)
 MIN_RUNS, MAX_RUNS = 10, 2000
-RECHECK_SPEEDUP = 10.0
 # Back to back (forward only): each callable again on one fed input, with no flush and no event
 # between calls, for ~BACK_TO_BACK_MS by eager's estimate, between marks the judge timestamps. The
 # judge's clock over that span is the time per call a loop over batches of this shape sees: at
@@ -423,16 +422,16 @@ def time_candidate(
     seed: int,
     runs: int,
     rounds: int,
-    recheck_below_ms: float,
     device: str,
     mark: Callable[[str], None],
     training: bool = False,
     wall_calls: int = 0,
 ) -> dict[str, Any]:
     """The candidate's timing on the reference's sequence: every timed call's outputs (with
-    ``training``, its gradients) projected. Too good to believe at once (a median below
-    ``recheck_below_ms``): timed again, twice as long, the slower figure kept. Then, with
-    ``wall_calls``, that many calls back to back (:meth:`Clock.back_to_back`)."""
+    ``training``, its gradients) projected; then, with ``wall_calls``, that many calls back to back
+    (:meth:`Clock.back_to_back`). The span holds exactly ``runs * rounds`` calls, the number the
+    judge divides its clock by: a second timing of claims too good to believe once sat in it, and a
+    runner claiming it had made one (without making it) tripled the calls the clock was divided by."""
     clock = Clock(device)
     total = runs * rounds
     start, end = span_marks(training)
@@ -448,31 +447,15 @@ def time_candidate(
         for r in range(rounds):
             samples += clock.samples(fn, feed, r * runs, runs, proj)
         timing = summarize(samples)
-        rechecked = False
-        if timing["median_ms"] < recheck_below_ms:
-            # Projected too, though the judge reads only the first: calls without a projection
-            # would take the harness cost the judge subtracts per call out of the span, and the
-            # clock would see two calls in three a projection short (a forged claim credited).
-            twin = Projector(seed, total, device, quadratic=True)
-            twin.weights = proj.weights
-            again: list[float] = []
-            for r in range(2 * rounds):
-                again += clock.samples(fn, feed, (r * runs) % total, runs, twin)
-            rechecked = True
-            if statistics.median(again) > timing["median_ms"]:
-                timing = summarize(again)
-            timing["calls"] = len(samples) + len(again)
         clock.sync()
         mark(end)
         if wall_calls and not training:
             clock.back_to_back({"candidate": fn}, feed, wall_calls, mark)
-    timing.setdefault("calls", len(samples))
     return {
         "summaries": {"candidate": timing},
         "runs": runs,
         "wall_calls": wall_calls if not training else 0,
         "projections": proj.values.cpu().tolist(),
-        "rechecked": rechecked,
     }
 
 

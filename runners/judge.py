@@ -93,11 +93,10 @@ TRAINING_TIMED = "training (timed forward+backward)"
 
 @dataclass
 class Timed:
-    """Timing, once checked: eager and torch.compile from the reference runner, the candidate's own
-    (``calls`` left out), the judge's view of the timed span; or why it went untimed."""
+    """Timing, once checked: eager and torch.compile from the reference runner, the candidate's own,
+    the judge's view of the timed span; or why it went untimed."""
 
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
-    rechecked: bool = False
     clock: dict[str, float] = field(default_factory=dict)
     untimed: str = ""
     compile_error: str = ""  # why the reference runner could not time torch.compile
@@ -121,7 +120,6 @@ class Verdict:
     training_checked: bool = False
     # Timing, once checked: eager and torch.compile from the reference runner, the candidate's own.
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
-    rechecked: bool = False
     compile_error: str = ""
     clock: dict[str, float] = field(default_factory=dict)  # the judge's own view of the timed span
     untimed: str = ""  # why a candidate that passed was not timed
@@ -748,7 +746,7 @@ class Judge:
         )
         if forward is not None:
             verdict.timings, verdict.clock = forward.timings, forward.clock
-            verdict.rechecked, verdict.untimed = forward.rechecked, forward.untimed
+            verdict.untimed = forward.untimed
             verdict.clocked = forward.clocked
         if not self.training_asked or self.training_timing is None:  # nothing timed: nothing to say
             return
@@ -820,8 +818,10 @@ class Judge:
                     f"same inputs (projection {pc:.6g}, the original's {pr:.6g}, allowed ±{bound:.3g}): "
                     "what was timed is not what was checked"
                 )
-        cand = dict(got.summaries["candidate"])
-        calls = int(cand.pop("calls", total))
+        # The calls in the span are the judge's count (every one projected and checked above),
+        # never the runner's: claiming more than it made would divide the clock by more.
+        cand = {k: v for k, v in got.summaries["candidate"].items() if k != "calls"}
+        calls = total
         span, ref_span = _span(marks, training), _span(self.reference_marks, training)
         if span is None:
             raise Reject(f"{what}: the candidate's runner marked no timed span: its times cannot be checked")
@@ -848,7 +848,6 @@ class Judge:
                 timings[name]["wall_ms"] = ms
         return Timed(
             timings=timings,
-            rechecked=got.rechecked,
             clock=clock,
             compile_error=ref.compile_error,
             clocked=clocked,
@@ -882,13 +881,12 @@ class Judge:
 
 
 def _candidate_plan(plan: TimingPlan | None, ref: TimingReply | None) -> TimingPlan | None:
-    """A candidate's plan: the reference's number of calls, timed again when too good to believe
-    (below a tenth of eager's median); None when there is no baseline to hold it to (untimed)."""
+    """A candidate's plan: the reference's number of calls; None when there is no baseline to hold
+    it to (untimed)."""
     if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
         return None
-    below = ref.summaries["eager"]["median_ms"] / bench.RECHECK_SPEEDUP
     calls = min(ref.wall_calls, bench.MAX_BACK_TO_BACK)
-    return dataclasses.replace(plan, runs=ref.runs, compile=False, recheck_below_ms=below, wall_calls=calls)
+    return dataclasses.replace(plan, runs=ref.runs, compile=False, wall_calls=calls)
 
 
 def clock_check(

@@ -832,8 +832,6 @@ def evaluate_candidate(
         result.notes.append(judged.untimed)
     if judged is not None and judged.clocked:
         result.notes.append(judged.clocked)
-    if judged is not None and judged.rechecked:
-        result.notes.append("over 10x: timed a second time, the slower figure kept")
     if judged is not None and judged.compile_error:
         result.provenance = {**result.provenance, "compile_error": judged.compile_error}
     _score(result, timings, settings.min_speedup)
@@ -895,8 +893,6 @@ def _score_training(result: CandidateResult, timed: Timed, min_speedup: float) -
         result.notes.append(timed.untimed)
     if timed.clocked:
         result.notes.append(timed.clocked)
-    if timed.rechecked:
-        result.notes.append("training over 10x: timed a second time, the slower figure kept")
     if timed.compile_error:
         result.provenance = {**result.provenance, "training_compile_error": timed.compile_error}
     result.training_timings = _timings(timed.timings)

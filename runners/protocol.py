@@ -143,7 +143,6 @@ class TimingPlan:
     its outputs on weights drawn from ``seed`` (the reference also their quadratic size), which
     the judge compares call by call with the reference's: every timed output counts. ``runs`` 0:
     the runner chooses (the reference, from its own estimate); a candidate gets the reference's.
-    ``recheck_below_ms``: a median below this (a tenth of eager's) is timed again, twice as long.
 
     ``training``: each timed call is a training step instead: forward on the fed inputs as fresh
     leaves that require grad (every floating parameter too, its gradient cleared before the call),
@@ -156,7 +155,6 @@ class TimingPlan:
     runs: int = 0
     rounds: int = 3
     compile: bool = False  # the reference also times torch.compile of the original
-    recheck_below_ms: float = 0.0
     training: bool = False
     # Calls back to back after the timed rounds (``bench.Clock.back_to_back``): 0 in the reference's
     # plan (it chooses from eager's estimate); a candidate's plan has the reference's number.
@@ -177,7 +175,6 @@ class TimingPlan:
             runs=_int(d.get("runs", 0)),
             rounds=_int(d.get("rounds", 3)),
             compile=bool(d.get("compile", False)),
-            recheck_below_ms=float(d.get("recheck_below_ms", 0.0)),
             training=bool(d.get("training", False)),
             wall_calls=_int(d.get("wall_calls", 0)),
         )
@@ -195,7 +192,6 @@ class TimingReply:
     projections: tuple[float, ...] = ()
     quadratic: tuple[float, ...] = ()  # reference: the outputs' squared norm per call
     weights_sq: float = 0.0  # reference: sum of w^2 over the outputs
-    rechecked: bool = False
     compile_error: str = ""
     flags_changed: str = ""  # global numeric flags the module changed while loading or running
     error: str = ""  # timing itself failed (out of memory, say): untimed, never called faster
@@ -221,7 +217,6 @@ class TimingReply:
                 projections=tuple(float(x) for x in d.get("projections", [])),
                 quadratic=tuple(float(x) for x in d.get("quadratic", [])),
                 weights_sq=float(d.get("weights_sq", 0.0)),
-                rechecked=bool(d.get("rechecked", False)),
                 compile_error=str(d.get("compile_error", "")),
                 flags_changed=str(d.get("flags_changed", "")),
                 error=str(d.get("error", ""))[:500],

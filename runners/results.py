@@ -108,7 +108,7 @@ class CandidateResult:
     speedup_vs_compile: float | None = None
     verdict: Verdict = Verdict.NOT_MEASURED
     torch_ops_kept: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # caveats a reviewer should read (TF32, rechecked)
+    notes: list[str] = field(default_factory=list)  # caveats a reviewer should read (TF32, clocked)
     triton_launches: int | None = None
     shapes_checked: list[list[list[int]]] = field(default_factory=list)
     # What runs when autograd records, as checked (gradients against the original's):

@@ -276,7 +276,6 @@ def time_candidate(
         plan.seed,
         plan.runs,
         plan.rounds,
-        plan.recheck_below_ms,
         device,
         sandbox.mark,
         plan.training,
