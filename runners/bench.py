@@ -52,6 +52,11 @@ def span_marks(training: bool) -> tuple[str, str]:
     return f"{what} start", f"{what} end"
 
 
+def salt_name(training: bool) -> str:
+    """What a candidate's runner asks the judge for once its timed span has begun (its salt)."""
+    return "training timing salt" if training else "timing salt"
+
+
 def back_to_back_marks(name: str) -> tuple[str, str]:
     """The marks a runner sends around ``name``'s calls back to back (``eager``, ``compile``,
     ``candidate``)."""
@@ -86,8 +91,10 @@ class Feed:
 
     Call ``i`` gets the judge's input set ``i % len(sets)`` copied into one buffer set and each of
     its floating tensors multiplied element by element by factors in [0.75, 1.25) drawn for that
-    call and tensor from ``seed`` (on the tensor's device, so every runner draws the same), before
-    the call and outside the timed span. Consecutive calls see other values in the same memory, so
+    call and tensor from ``seed`` and ``salt`` (on the tensor's device, so every runner draws the
+    same), before the call and outside the timed span. A candidate's runner learns the salt from
+    the judge only once its timed span has begun (:func:`time_candidate`), so no timed input can be
+    made, nor its output computed, before the span. Consecutive calls see other values in the same memory, so
     a module that keys a cache on its argument objects or pointers hands back stale outputs, and the
     projections (below) show it. One factor a call was not enough: a norm's output is the same for
     any positive multiple of its input, so a cache keyed on what a scale keeps (the signs, the
@@ -98,7 +105,12 @@ class Feed:
         self.sets = sets
         self.slot = [a.clone() if isinstance(a, torch.Tensor) else a for a in sets[0]]
         self.seed = seed
+        self.salt = 0
         self.total = max(1, total)
+
+    def salted(self, salt: int) -> None:
+        """Draw every later call's factors with ``salt`` too."""
+        self.salt = salt
 
     def __call__(self, i: int) -> list[Any]:
         i %= self.total
@@ -107,7 +119,7 @@ class Feed:
                 buf.copy_(src)
                 if buf.is_floating_point():
                     gen = torch.Generator(device=buf.device)
-                    gen.manual_seed((self.seed * 1_000_003 + i * 1_009 + k) % 2**62)
+                    gen.manual_seed((self.seed * 1_000_003 + self.salt * 7_919 + i * 1_009 + k) % 2**62)
                     factors = torch.empty(buf.shape, dtype=buf.dtype, device=buf.device)
                     buf.mul_(factors.uniform_(0.75, 1.25, generator=gen))
         return self.slot
@@ -146,6 +158,10 @@ class TrainingFeed(Feed):
         super().__init__(sets, seed, total)
         self.params = params
         self.upstream = Feed(upstream, seed + 1, total)
+
+    def salted(self, salt: int) -> None:
+        super().salted(salt)
+        self.upstream.salted(salt)
 
     def __call__(self, i: int) -> list[Any]:
         for p in self.params:
@@ -368,10 +384,12 @@ def time_reference(
     device: str,
     mark: Callable[[str], None],
     training: bool = False,
+    salt: int = 0,
 ) -> dict[str, Any]:
-    """The reference runner's timing: eager (and torch.compile) on the fed sequence, eager's
-    outputs (with ``training``, its gradients) projected with their quadratic sizes. The calls
-    per round follow eager's estimate; a candidate is then timed on the same number of calls."""
+    """The reference runner's timing: eager (and torch.compile) on the fed sequence (its factors
+    drawn with ``salt``, the judge's), eager's outputs (with ``training``, its gradients) projected
+    with their quadratic sizes. The calls per round follow eager's estimate; a candidate is then
+    timed on the same number of calls."""
     clock = Clock(device)
     named: dict[str, Callable[..., Any]] = {"eager": module}
     if compiled is not None:
@@ -386,6 +404,7 @@ def time_reference(
             if name != "eager":
                 clock.estimate_ms(fns[name], probe)
         feed = feed_for(runs * rounds)
+        feed.salted(salt)
         # Every call in the span carries the same harness work, torch.compile's too (its
         # projections are not sent): the judge takes the span's cost beyond the claimed times as
         # the harness's per call and subtracts it from the candidate's, whose every call is
@@ -426,10 +445,12 @@ def time_candidate(
     mark: Callable[[str], None],
     training: bool = False,
     wall_calls: int = 0,
+    salt: Callable[[], int] | int = 0,
 ) -> dict[str, Any]:
     """The candidate's timing on the reference's sequence: every timed call's outputs (with
     ``training``, its gradients) projected; then, with ``wall_calls``, that many calls back to back
-    (:meth:`Clock.back_to_back`). The span holds exactly ``runs * rounds`` calls, the number the
+    (:meth:`Clock.back_to_back`). ``salt``: the judge's, or how to ask for it, once the span's start
+    is marked (the judge answers only then). The span holds exactly ``runs * rounds`` calls, the number the
     judge divides its clock by: a second timing of claims too good to believe once sat in it, and a
     runner claiming it had made one (without making it) tripled the calls the clock was divided by."""
     clock = Clock(device)
@@ -443,6 +464,7 @@ def time_candidate(
         fn, feed = fns["candidate"], feed_for(total)
         clock.estimate_ms(fn, feed)
         mark(start)
+        feed.salted(salt() if callable(salt) else salt)
         samples: list[float] = []
         for r in range(rounds):
             samples += clock.samples(fn, feed, r * runs, runs, proj)

@@ -461,10 +461,14 @@ class Judge:
             if timing:
                 seeds = [rng.randrange(2**31) for _ in range(TIMING_SETS)]
                 sets = tuple(tuple(arg(v) for v in d) for d in draw_sets(build["inputs"], seeds, checked))
-                self.timing = TimingPlan(sets=sets, seed=rng.randrange(2**31), compile=compile_baseline)
+                # The salts are secret, not seeded: a candidate's runner learns one only once its
+                # timed span has begun (``asker``), so it cannot make the timed inputs before.
+                self.timing = TimingPlan(
+                    sets=sets, seed=rng.randrange(2**31), compile=compile_baseline, salt=secrets.randbits(62)
+                )
                 if grad and time_training:  # the same input sets, other scales, weights and upstreams
                     self.training_timing = dataclasses.replace(
-                        self.timing, seed=rng.randrange(2**31), training=True
+                        self.timing, seed=rng.randrange(2**31), training=True, salt=secrets.randbits(62)
                     )
         self.inputs_path.chmod(0o444)
         self.inputs_sha256 = buffers.sha256_file(self.inputs_path)
@@ -480,6 +484,24 @@ class Judge:
         self.reference_error = ""
 
     # -- requests --------------------------------------------------------------
+
+    def asker(self) -> sandbox.Asker:
+        """Answers one candidate runner's asks for the salts of its timed spans: each once, and only
+        after the span's start is marked, so its inputs cannot be made (nor its outputs computed)
+        before the span the judge's clock covers. A runner that marks its start early to ask early
+        starts its span early too: the span runs from the first start mark."""
+        plans = {bench.salt_name(False): self.timing, bench.salt_name(True): self.training_timing}
+        answered: set[str] = set()
+
+        def answer(what: str, marks: list[tuple[str, float]]) -> int | None:
+            plan = plans.get(what)
+            start, _ = bench.span_marks(what.startswith("training"))
+            if plan is None or plan.salt is None or what in answered or all(n != start for n, _ in marks):
+                return None
+            answered.add(what)
+            return plan.salt
+
+        return answer
 
     def request(self, role: str, outputs_name: str, training: bool = False) -> RunRequest:
         """What a runner is asked. A candidate with ``training`` (its training path is its own
@@ -886,7 +908,7 @@ def _candidate_plan(plan: TimingPlan | None, ref: TimingReply | None) -> TimingP
     if plan is None or ref is None or not ref.runs or "eager" not in ref.summaries:
         return None
     calls = min(ref.wall_calls, bench.MAX_BACK_TO_BACK)
-    return dataclasses.replace(plan, runs=ref.runs, compile=False, wall_calls=calls)
+    return dataclasses.replace(plan, runs=ref.runs, compile=False, wall_calls=calls, salt=None)
 
 
 def clock_check(

@@ -764,6 +764,7 @@ def evaluate_candidate(
             sandbox.Limits(settings.timeout_s, settings.memory_mb),
             collect=CANDIDATE_OUTPUTS,
             collect_to=judge.candidate_path(),
+            asker=judge.asker(),
         )
     result.wall_s = round(res.wall_s, 3)
     result.stdout_tail = res.stdout_tail[-2000:]

@@ -156,6 +156,9 @@ class TimingPlan:
     rounds: int = 3
     compile: bool = False  # the reference also times torch.compile of the original
     training: bool = False
+    # What the fed inputs' factors are drawn with beside ``seed`` (``runners.bench.Feed``): in the
+    # reference's plan; None in a candidate's, whose runner asks the judge once its span has begun.
+    salt: int | None = None
     # Calls back to back after the timed rounds (``bench.Clock.back_to_back``): 0 in the reference's
     # plan (it chooses from eager's estimate); a candidate's plan has the reference's number.
     wall_calls: int = 0
@@ -176,6 +179,7 @@ class TimingPlan:
             rounds=_int(d.get("rounds", 3)),
             compile=bool(d.get("compile", False)),
             training=bool(d.get("training", False)),
+            salt=None if d.get("salt") is None else _int(d["salt"]),
             wall_calls=_int(d.get("wall_calls", 0)),
         )
 

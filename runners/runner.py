@@ -261,7 +261,7 @@ def time_reference(
         compiled, compile_error = bench.compile_baseline(module, sets[0], plan.training)
         sandbox.mark(f"{what}baseline compile end")
     got = bench.time_reference(
-        module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark, plan.training
+        module, compiled, sets, plan.seed, plan.rounds, device, sandbox.mark, plan.training, plan.salt or 0
     )
     return TimingReply(**got, compile_error=compile_error or "")
 
@@ -280,8 +280,16 @@ def time_candidate(
         sandbox.mark,
         plan.training,
         plan.wall_calls,
+        plan.salt if plan.salt is not None else (lambda: asked_salt(plan.training)),
     )
     return TimingReply(**got, flags_changed=flags_changed(before))
+
+
+def asked_salt(training: bool) -> int:
+    """The judge's salt for this span (``runners.judge.Judge.asker``); 0 where it gave none, and the
+    timed outputs then differ from the original's."""
+    got = sandbox.ask(bench.salt_name(training))
+    return got if isinstance(got, int) and not isinstance(got, bool) else 0
 
 
 def reference(req: dict[str, Any]) -> dict[str, Any]:

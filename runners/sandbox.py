@@ -124,6 +124,9 @@ _SECRET_SUFFIXES = (".pem", ".key", ".p12", ".pfx")
 _SECRET_DIRS = frozenset({".ssh", ".aws", ".gnupg", ".docker", ".kube", ".config"})
 
 FollowUp = Callable[[Any], "dict[str, Any] | None"]
+# Answers a child's :func:`ask` by name, given the child's marks so far (each timestamped on
+# arrival): what it returns goes back to the child (None: nothing).
+Asker = Callable[[str, "list[tuple[str, float]]"], Any]
 
 
 @dataclass
@@ -658,9 +661,11 @@ class Started:
         collect: str | None = None,
         follow_up: FollowUp | None = None,
         collect_to: Path | None = None,
+        asker: Asker | None = None,
     ) -> SandboxResult:
         """Send ``request``, wait for the result under ``limits`` (timed from now), then close.
-        A sandbox runs one request: a second call answers an error."""
+        A sandbox runs one request: a second call answers an error. ``asker`` answers the child's
+        :func:`ask` (without one, every ask is answered with nothing)."""
         if self.failure is not None:
             return self.failure
         proc, out = self.proc, self.out
@@ -673,7 +678,7 @@ class Started:
             marks: list[tuple[str, float]] = []
             reader = threading.Thread(
                 target=_converse,
-                args=(self.read_fd, self.ask_write, follow_up, frames, marks, start, spec),
+                args=(self.read_fd, self.ask_write, follow_up, frames, marks, start, spec, asker),
                 daemon=True,
             )
             reader.start()
@@ -825,6 +830,7 @@ def _converse(
     marks: list[tuple[str, float]] | None = None,
     start: float = 0.0,
     request: bytes = b"",
+    asker: Asker | None = None,
 ) -> None:
     """Send the child ``request``; read its frames; answer its one interim frame with
     ``follow_up``'s request. (In this thread: a child that never reads cannot block the watchdog.)
@@ -832,7 +838,8 @@ def _converse(
     A final frame lands in ``frames``; anything that is not a whole frame lands as None (the
     channel was corrupted). The child gets at most one follow-up: a second interim frame, or
     any when there is no ``follow_up``, is answered with an empty frame (stop). Mark frames are
-    timestamped on arrival into ``marks`` (at most ``_MAX_MARKS``)."""
+    timestamped on arrival into ``marks`` (at most ``_MAX_MARKS``). An ask frame is answered by
+    ``asker`` (given the marks so far), or with an empty frame."""
     asked = False
     try:
         _send_frame(ask_fd, request)
@@ -854,6 +861,20 @@ def _converse(
                     return
                 if marks is not None and len(marks) < _MAX_MARKS:
                     marks.append((name, now))
+                continue
+            if body.startswith(b'{"_ask"'):
+                try:
+                    what = str(json.loads(body)["_ask"])[:40]
+                except (ValueError, KeyError, TypeError):
+                    frames.append(None)
+                    return
+                reply = None
+                if asker is not None:
+                    try:
+                        reply = asker(what, list(marks or []))
+                    except Exception:  # the caller's bug must not hang the child
+                        reply = None
+                _send_frame(ask_fd, b"" if reply is None else json.dumps(reply).encode("utf-8"))
                 continue
             interim = None
             if body.startswith(b'{"_interim"'):
@@ -1004,7 +1025,7 @@ def _child_main() -> None:
     import importlib
     import traceback
 
-    global _RESULTS
+    global _RESULTS, _ASK
     fd, ask_fd = int(sys.argv[2]), int(sys.argv[3])
     sys.addaudithook(_deny_network)
     module_name, _, func_name = sys.argv[5].partition(":")
@@ -1029,6 +1050,7 @@ def _child_main() -> None:
     request = spec["request"]
     _apply_limits(spec["limits"], cpu_only=request.get("device", "cpu") == "cpu")
     out = _RESULTS = os.fdopen(fd, "wb")
+    _ASK = ask_fd
     try:
         if failure is not None:
             raise failure
@@ -1047,6 +1069,19 @@ def _child_main() -> None:
 
 
 _RESULTS: Any = None  # the child's result pipe, once open
+_ASK = -1  # the child's end of the parent's answers, once the request is read
+
+
+def ask(what: str) -> Any:
+    """In a sandboxed child: ask the parent ``what`` and wait for its answer (None: nothing, and
+    always outside a sandbox). The parent's asker sees the marks sent before it."""
+    if _RESULTS is None or _ASK < 0:
+        return None
+    _write_frame(_RESULTS, json.dumps({"_ask": what}).encode("utf-8"))
+    head = _read_exact(_ASK, _FRAME.size)
+    (n,) = _FRAME.unpack(head) if head else (0,)
+    body = _read_exact(_ASK, n) if n else b""
+    return json.loads(body) if body else None
 
 
 def mark(name: str) -> None:

@@ -145,6 +145,12 @@ TIMING_CAUGHT = [
     # The same through the reply class: the runner's snapshot names it first.
     ("forged_reply_class.py", "rejected", "check 6: runners.protocol.TimingReply.to_dict was replaced"),
     ("matmul_precision.py", "rejected", "timing: the candidate changed global numeric settings"),
+    # Makes every timed input from the harness's feed before the span: without the judge's salt,
+    # which it learns only once the span has begun, they are other inputs.
+    ("precomputed.py", "incorrect", "timing: timed call "),
+    # The same with the salt asked for early, its start marked first to get it: the span the judge
+    # clocks starts there, so the work done before the timed calls is in it.
+    ("precomputed_early_salt.py", "rejected", "timing: the runner claims "),
 ]
 
 
@@ -374,8 +380,10 @@ def _timed_reply(
         marks.append((name, time.monotonic()))
 
     replies: dict[str, Any] = {}
+    answer = judge.asker()  # the judge's side of the runner's asks, as the sandbox carries them
     for key in ("timing", "training_timing") if training else ("timing",):
         plan = getattr(request, key)
+        assert plan is not None and plan.salt is None  # a candidate asks for it once its span begins
         assert plan is not None and plan.training == (key == "training_timing")
         assert plan.runs == (judge.reference_training if plan.training else judge.reference_timing).runs
         data = buffers.map_file(judge.inputs_path)
@@ -392,6 +400,7 @@ def _timed_reply(
             mark,
             plan.training,
             plan.wall_calls,
+            lambda training=plan.training: answer(bench.salt_name(training), list(marks)),
         )
         replies[key] = TimingReply(**got)
     if forge is not None:
