@@ -107,7 +107,7 @@ def harness_us(fn: Callable[..., Any], x: torch.Tensor, candidate: bool) -> dict
     gc.callbacks.append(collector)
     try:
         if candidate:
-            got = bench.time_candidate(stamped, sets, 0, 400, 2, 0.0, "cuda", mark)  # type: ignore[arg-type]
+            got = bench.time_candidate(stamped, sets, 0, 400, 2, "cuda", mark)  # type: ignore[arg-type]
             median, calls = got["summaries"]["candidate"]["median_ms"], 800
         else:
             got = bench.time_reference(stamped, None, sets, 0, 2, "cuda", mark)  # type: ignore[arg-type]
