@@ -854,6 +854,8 @@ class Judge:
             "harness_ms_per_call": round(overhead * 1e3, 6),
             "seen_ms_per_call": round(seen * 1e3, 6),
         }
+        if plan.salt is not None:  # in the report (no runner reads it): the timed inputs can be made again
+            clock["salt"] = plan.salt
         clocked = ""
         by_clock = timed_by_clock(cand, seen)
         if by_clock is not None:

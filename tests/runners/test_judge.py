@@ -492,6 +492,7 @@ def test_timing_replies_are_checked_against_the_reference_and_the_clock(timed_ju
         assert set(verdict.timings) == {"eager", "candidate"}
         assert verdict.timings["candidate"]["runs"] == 60
         assert verdict.clock["calls"] == 60 and verdict.clock["span_s"] > 60 * 0.002
+        assert timed_judge.timing is not None and verdict.clock["salt"] == timed_judge.timing.salt
         # Back to back, by the judge's clock: the honest module sleeps 2 ms a call, eager does not.
         assert verdict.timings["candidate"]["wall_ms"] >= 2.0
         assert 0 < verdict.timings["eager"]["wall_ms"] < verdict.timings["candidate"]["wall_ms"]
