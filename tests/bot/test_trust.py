@@ -7,6 +7,7 @@ it decides to wait).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -21,7 +22,7 @@ SOURCE = "import torch.nn as nn\n\n\nclass Net(nn.Module):\n    def forward(self
 
 
 @pytest.fixture
-def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
+def gh(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[FakeGitHub]:
     with FakeGitHub() as fake:
         creds = fake.configure_app()
         fake.add_repo("octo", "models")
@@ -31,6 +32,8 @@ def gh(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeGitHub]:
         monkeypatch.setenv("KERNELIZE_GITHUB_PRIVATE_KEY", creds.private_pem)
         monkeypatch.setenv("KERNELIZE_GITHUB_API_URL", fake.base_url)
         monkeypatch.setenv("KERNELIZE_SECONDS_BETWEEN_WRITES", "0")
+        # The test's own database, not the default ./kernelize.db of the checkout it runs in.
+        monkeypatch.setenv("KERNELIZE_DATABASE_URL", f"sqlite:///{tmp_path / 'kernelize.db'}")
         tasks._settings.cache_clear()
         tasks._app.cache_clear()
         yield fake
