@@ -151,6 +151,8 @@ TIMING_CAUGHT = [
     # The same with the salt asked for early, its start marked first to get it: the span the judge
     # clocks starts there, so the work done before the timed calls is in it.
     ("precomputed_early_salt.py", "rejected", "timing: the runner claims "),
+    # Asks for the salt before marking any span: the judge gives none, so its timed inputs are wrong.
+    ("precomputed_asks_first.py", "incorrect", "timing: timed call "),
 ]
 
 
