@@ -486,20 +486,16 @@ class Judge:
     # -- requests --------------------------------------------------------------
 
     def asker(self) -> sandbox.Asker:
-        """Answers one candidate runner's asks for the salts of its timed spans: each once, and only
-        after the span's start is marked, so its inputs cannot be made (nor its outputs computed)
-        before the span the judge's clock covers. A runner that marks its start early to ask early
-        starts its span early too: the span runs from the first start mark."""
+        """Answers a candidate runner's asks for the salts of its timed spans, only once the span's
+        start is marked, so its inputs cannot be made (nor its outputs computed) before the span
+        the judge's clock covers. A runner that marks its start early to ask early starts its span
+        early too: the span runs from the first start mark."""
         plans = {bench.salt_name(False): self.timing, bench.salt_name(True): self.training_timing}
-        answered: set[str] = set()
 
         def answer(what: str, marks: list[tuple[str, float]]) -> int | None:
             plan = plans.get(what)
-            start, _ = bench.span_marks(what.startswith("training"))
-            if plan is None or plan.salt is None or what in answered or all(n != start for n, _ in marks):
-                return None
-            answered.add(what)
-            return plan.salt
+            start, _ = bench.span_marks(plan is not None and plan.training)
+            return plan.salt if plan is not None and start in {n for n, _ in marks} else None
 
         return answer
 
