@@ -576,8 +576,11 @@ def _compare_float(
         count += diff.numel()
         # The original in its own dtype is allowed its own rounding error; the candidate twice that.
         # Where it overflowed (float64 did not), it says nothing of its rounding: left out.
-        nv = nv if bool(torch.isfinite(nv).all()) else nv[torch.isfinite(nv)]
-        own = max(own, float(nv.max()) if nv.numel() else 0.0)
+        largest = float(nv.max())
+        if not math.isfinite(largest):
+            finite_nv = nv[torch.isfinite(nv)]
+            largest = float(finite_nv.max()) if finite_nv.numel() else 0.0
+        own = max(own, largest)
         max_abs = max(max_abs, float(diff.max()))
         max_rel = max(max_rel, float((diff / rv.abs().clamp_min(atol)).max()))
         sum_r2.add(rv, float(rv.abs().max()))
