@@ -421,7 +421,7 @@ def test_short_rows_launch_several_rows_a_program_tuned_on_cuda(rms_norm_problem
     assert 'key=["n_cols", "ROWS_BUCKET"]' in cand.source
     report = _check_launches(cand.source, "_rms_norm_fwd_kernel", "short rows", tmp_path)
     assert report["configs"] == [[{"ROWS": r}, w] for r in (1, 2, 4, 8, 16, 32, 64) for w in (1, 2, 4, 8, 16)]
-    settings = {"BLOCK_SIZE": 128, "n_rows": 6, "ROWS_BUCKET": 8}
+    settings = {"BLOCK_SIZE": 128, "n_rows": 6, "ROWS_BUCKET": 8, "ROWS_NARROW": True}
     assert report["interpreted_launch"] == [True, [2], {**settings, "ROWS": 4, "num_warps": 4}]
     assert report["cpu_tensors_launch_plainly"] is True
     assert report["compiled_launch"] == [True, settings]

@@ -134,13 +134,17 @@ def test_a_row_kernels_coordinates_are_divided_out_once_a_row(tmp_path):
     for kernel in kernels:
         body = generated[generated.index(f"def {kernel}(") :]
         body = body[: body.index("\n\n\n")]
-        assert "coord_3 = cols" in body and "rest = row\n" in body, kernel
+        rest = "(row.to(tl.int32) if ROWS_NARROW else row)" if kernel.endswith("_rows") else "row"
+        assert "coord_3 = cols" in body and f"rest = {rest}\n" in body, kernel
     # Compiled for an H100/H200, where 64-bit division is a subroutine call: 48 calls a thread before
     # (three divisions and three modulos for each of its 8 elements); now at most those of its rows
-    # (each thread holds the [ROWS, 1] coordinates of the twin's rows: 32 elements, 4 rows a thread).
+    # (each thread holds the [ROWS, 1] coordinates of the twin's rows: 32 elements, 4 rows a thread),
+    # and none in the twin where every offset fits 32 bits (ROWS_NARROW, what the launch sets then).
     path = tmp_path / "generated.py"
     path.write_text(source, encoding="utf-8")
-    for kernel, rows in ((name, 1), (f"{name}_rows", 4)):
-        constexprs = {"BLOCK_SIZE": 1024, **({"ROWS": rows} if rows > 1 else {})}
+    twin = f"{name}_rows"
+    for kernel, rows, narrow, calls in ((name, 1, None, 6), (twin, 4, False, 24), (twin, 4, True, 0)):
+        constexprs = {"BLOCK_SIZE": 1024, **({"ROWS": rows, "ROWS_NARROW": narrow} if rows > 1 else {})}
         compiled = compile_for_cuda(path, kernel, constexprs, num_warps=4)
-        assert compiled["ok"] and compiled["calls"] <= 6 * rows, (kernel, compiled)
+        assert compiled["ok"] and compiled["calls"] <= calls, (kernel, narrow, compiled)
+    assert compiled["calls"] == 0

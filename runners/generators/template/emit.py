@@ -138,6 +138,7 @@ def _launch_config(n_rows, n_cols, on_cuda):
     block_size = triton.next_power_of_2(n_cols)
     if block_size <= SHORT_ROWS:
         rows = {"BLOCK_SIZE": block_size, "n_rows": n_rows, "ROWS_BUCKET": triton.next_power_of_2(n_rows)}
+        rows["ROWS_NARROW"] = n_rows * n_cols + 8192 < 2**31  # every offset (and a tile past them) in 32 bits
         if on_cuda and isinstance({kernel}_rows, triton.JITFunction):
             grid = lambda meta: (triton.cdiv(n_rows, meta["ROWS"]),)
             return {kernel}_rows_autotuned, grid, rows
@@ -282,7 +283,7 @@ def _kernel_head(kernel: Kernel, name: str, tiled: bool = False) -> list[str]:
         *bucket,
         *(["n_rows", "ROWS_BUCKET"] if tiled else []),
         "BLOCK_SIZE: tl.constexpr",
-        *(["ROWS: tl.constexpr"] if tiled else []),
+        *(["ROWS: tl.constexpr", "ROWS_NARROW: tl.constexpr"] if tiled else []),
         *(["NARROW: tl.constexpr"] if narrow(kernel) else []),
     ]
     return ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
@@ -338,7 +339,7 @@ def render_rows(kernel: Kernel, name: str) -> str:
         "    cols = tl.arange(0, BLOCK_SIZE)[None, :]",
         "    mask = row_mask & (cols < n_cols)",
         "    offsets = row * n_cols + cols",
-        *(f"    {line}" for line in channel_lines(kernel)),
+        *(f"    {line}" for line in channel_lines(kernel, tiled=True)),
         *(f"    {line}" for line in [*split_lines(kernel, "row"), *load_and_compute(kernel, tiled=True)]),
     ]
     store = f"{out.name}.to(out_ptr.dtype.element_ty)"
@@ -355,9 +356,11 @@ def channel_sizes(kernel: Kernel) -> list[str]:
     return ["n_channels", "n_inner"] if any(load.kind == CHANNEL for load in kernel.loads) else []
 
 
-def channel_lines(kernel: Kernel) -> list[str]:
+def channel_lines(kernel: Kernel, tiled: bool = False) -> list[str]:
     """Each element's channel, and its coordinates where tensors broadcast against it (unindented);
-    none without either."""
+    none without either. ``tiled``: in the twin over several rows (``render_rows``), where each thread
+    holds a [ROWS, 1] column of rows and divides each of its rows' coordinates: in 32 bits where every
+    row fits (ROWS_NARROW, a constexpr the launch sets)."""
     lines = []
     if channel_sizes(kernel) and kernel.rows and kernel.groups:
         # A group's row holds n_cols // n_inner whole channels, from the row's group's first: the
@@ -374,7 +377,8 @@ def channel_lines(kernel: Kernel) -> list[str]:
             # A row is the last dimension: an element's last coordinate is its column, the others
             # its row's (divided once a row, not once an element: 64-bit division is slow on a GPU).
             lines.append(f"coord_{ndim - 1} = cols")
-            lines += ["rest = row"] if ndim > 1 else []
+            row = "(row.to(tl.int32) if ROWS_NARROW else row)" if tiled else "row"
+            lines += [f"rest = {row}"] if ndim > 1 else []
             dims = dims[1:]
         else:
             lines.append("rest = offsets" if kernel.rows else "rest = index")

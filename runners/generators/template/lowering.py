@@ -77,7 +77,7 @@ from runners.generators.template.ops import (
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
     _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest half_cols partner_offsets row_mask ROWS
-    ROWS_BUCKET index NARROW""".split()
+    ROWS_BUCKET ROWS_NARROW index NARROW""".split()
 ) | {f"{name}_{d}" for name in ("coord", "size") for d in range(8)}
 # A size of an input as forward reads it (``x.shape[-1]``): what ``torch.arange`` may count to.
 _INPUT_SIZE = re.compile(r"[A-Za-z_][A-Za-z_0-9]*\.shape\[-?[0-9]+\]")
