@@ -140,7 +140,7 @@ def test_every_autotuned_config_compiles_for_an_h100_without_heavy_spills(tmp_pa
     """Each config the launch autotunes over, compiled for sm_90 at D = 64 (float32 tiles: three TF32
     products): it fits a program's shared memory (227 KiB on an H100 or H200) and spills few
     registers. Every runner that checks the kernel compiles them all, so the list stays short; the
-    configs left out spilled 409 to 2,927 registers (these 80 to 246, Triton 3.9's ptxas)."""
+    configs left out spilled 80 to 2,927 registers (these 0 to 26, Triton 3.9's ptxas)."""
     source, name, _ = _generate(tmp_path, HEADER + SQRT, "[torch.randn(2, 2, 8, 16)] * 2")
     path = tmp_path / "attention_kernel.py"
     path.write_text(source, encoding="utf-8")
@@ -159,4 +159,4 @@ def test_every_autotuned_config_compiles_for_an_h100_without_heavy_spills(tmp_pa
         )
         assert got["ok"], (config, got)
         assert got["shared_bytes"] <= 227 * 1024, (config, got)
-        assert got["spills"] <= 300, (config, got)
+        assert got["spills"] <= 30, (config, got)

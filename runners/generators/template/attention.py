@@ -349,15 +349,16 @@ def {name}(
 
 # On CUDA the kernel is tuned per size over its blocks, warps and pipeline stages, keyed on the
 # sequence lengths rounded up to powers of two and D. Four configs: each is compiled again in every
-# runner that checks the kernel, and compiled for sm_90 at D = 64 the four others spilled 409 to 2,927
-# registers to local memory (these 80 to 246) in 2.0 to 4.8 s each. Under the Triton interpreter,
-# where timing settings means nothing, a plain launch with blocks as large as the sizes allow (numpy
-# multiplies a whole tile at once).
+# runner that checks the kernel. Compiled for sm_90 at D = 64 (float32 tiles: tf32x3 products),
+# these spill 0, 0, 1 and 26 registers to local memory and compile in 2.5 to 4.6 s each; blocks of 64
+# keys at three stages spilled 80 to 246 (others up to 2,927) and took 7 to 11 s. Under the Triton
+# interpreter, where timing settings means nothing, a plain launch with blocks as large as the sizes
+# allow (numpy multiplies a whole tile at once).
 _LAUNCH = '''
 {name}_autotuned = triton.autotune(
     configs=[
         triton.Config({{"BLOCK_M": m, "BLOCK_N": n}}, num_warps=w, num_stages=s)
-        for m, n, w, s in ((128, 64, 8, 3), (64, 64, 4, 3), (32, 64, 4, 4), (128, 128, 8, 3))
+        for m, n, w, s in ((128, 32, 8, 3), (128, 32, 8, 2), (64, 32, 4, 2), (128, 64, 8, 1))
     ],
     key=["SQ_BUCKET", "SK_BUCKET", "head_dim"],
 )({name})
