@@ -90,21 +90,18 @@ def median_ms(fn: Callable[..., Any], args: list[Any], runs: int = RUNS) -> floa
 @contextlib.contextmanager
 def _timing_lock() -> Iterator[None]:
     """The GPU to this process while it times, when it shares the GPU with the engine's runners
-    (``KERNELIZE_TIMING_LOCK``, the lock they take around their timed calls)."""
-    import fcntl
+    (``KERNELIZE_TIMING_LOCK``: no runner's work, timed or not, overlaps these calls)."""
     import os
 
-    from runners.sandbox import timing_lock_fd
+    from runners.sandbox import gpu_alone, timing_lock_fds
 
-    fd = timing_lock_fd()
-    if fd < 0:
-        yield
-        return
+    fds = timing_lock_fds()
     try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
+        with gpu_alone(fds):
+            yield
     finally:
-        os.close(fd)  # closing releases the lock
+        for fd in fds:
+            os.close(fd)
 
 
 def _median_ms(fn: Callable[..., Any], args: list[Any], runs: int, flush: Any) -> float:

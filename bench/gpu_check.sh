@@ -250,11 +250,12 @@ if [ "$PART" = quality ]; then
 # The per-problem kernel-quality table, one problem a run (QUALITY: file stems; default a level-1
 # and level-2 sample), each with its own limit so one slow module cannot take the call, then merged.
 QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwise_chain linear_gelu linear_layernorm conv_bias_relu"}
-# JOBS problems side by side (default 1): their runners share the GPU's timing lock, so timed
-# calls never overlap; building, tracing and compiling do, and so do the other modules' checks on
-# the GPU, which the judge's clock then charges to the candidate being timed, and which slows the
-# reference runner's eager and torch.compile timing as well (so a speedup can come out too high as
-# well as too low): quote figures from JOBS=1 only. Each module's checks write their
+# JOBS problems side by side (default 1): their runners share the GPU's timing lock, each sandbox
+# holding a share while it works and the whole lock while it times, so no sandbox's work (checks,
+# compiles, tracing) overlaps another's timed calls. The engines' own processes still draw inputs
+# and compare outputs on the CPUs meanwhile, which can slow launch-bound timed calls (the judge's
+# clock, eager's and torch.compile's): until JOBS=1 and JOBS=3 have been compared on one machine,
+# quote figures from JOBS=1 only. Each module's checks write their
 # buffers to the temp folder (GiBs at benchmark sizes): on 2026-12-05 seven at a time filled an
 # H200 host's disk, so keep JOBS at 3 or less there, or point TMPDIR at a bigger disk.
 # SCRATCH: the folder for each problem's temp folder (default: the temp folder), for instance one

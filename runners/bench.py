@@ -17,9 +17,7 @@ leaves (:class:`TrainingFeed`, :func:`training_step`), its gradients projected, 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import gc
-import os
 import statistics
 import time
 from collections.abc import Callable, Iterator
@@ -27,7 +25,7 @@ from typing import Any
 
 import torch
 
-from runners.sandbox import TIMING_LOCK_FD_ENV
+from runners import sandbox
 
 # The flush before each call: 1 GiB (H200's L2 is 60 MiB) takes the GPU ~0.3 ms, longer than the
 # harness's Python per call, so the GPU, not the CPU, paces every timed loop and the judge's clock
@@ -363,16 +361,10 @@ def collector_paused() -> Iterator[None]:
 def timed_alone() -> Iterator[None]:
     """The GPU to this runner while it times, when its sandbox was given the timing lock of
     several runners sharing one GPU (``runners.sandbox.TIMING_LOCK_ENV``): held from the warm-up
-    to the last call back to back, so no other runner's calls overlap the timed ones."""
-    fd = os.environ.get(TIMING_LOCK_FD_ENV)
-    if not fd:
+    to the last call back to back, so no other runner's work (each holds a share of the lock while
+    it works) overlaps the timed calls."""
+    with sandbox.gpu_alone():
         yield
-        return
-    fcntl.flock(int(fd), fcntl.LOCK_EX)
-    try:
-        yield
-    finally:
-        fcntl.flock(int(fd), fcntl.LOCK_UN)
 
 
 def time_reference(

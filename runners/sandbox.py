@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import fcntl
 import functools
 import glob
 import inspect
@@ -67,7 +68,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -75,11 +76,16 @@ from typing import Any, BinaryIO
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 BWRAP_ENV = "KERNELIZE_BWRAP"
 # Several runners sharing one GPU (a benchmark running problems side by side, or workers of one
-# card): the file named here is their timing lock. Each sandbox gets its own read-only descriptor
-# of it (its number in TIMING_LOCK_FD_ENV), and a runner holds it while it times
-# (runners.bench.timed_alone), so timed calls never overlap another runner's.
+# card): the file named here is their timing lock, and the file beside it (".gate") its gate. Each
+# sandbox gets its own read-only descriptor of both (their numbers in TIMING_LOCK_FD_ENV and
+# TIMING_GATE_FD_ENV). A runner holds a share of the lock while it works (gpu_shared: from its
+# request to its reply) and the whole lock while it times (gpu_alone, runners.bench.timed_alone), so
+# no other runner's work, timed or not, overlaps its timed calls. One that wants to time takes the
+# gate first, which keeps new shares out while it waits: shares are held seconds at a time, and a
+# runner waits for those already held, not for ever.
 TIMING_LOCK_ENV = "KERNELIZE_TIMING_LOCK"
 TIMING_LOCK_FD_ENV = "KERNELIZE_TIMING_LOCK_FD"
+TIMING_GATE_FD_ENV = "KERNELIZE_TIMING_GATE_FD"
 ISOLATION_UNAVAILABLE = "isolation unavailable"
 
 # Variables a kernel evaluation may see. Everything else (tokens, database
@@ -556,7 +562,7 @@ def _start(
     if isolate and bwrap is None:
         return Started(failure=_unavailable(f"{bwrap_executable()} not found (install bubblewrap)", 0.0))
     try:
-        lock_fd = timing_lock_fd()
+        lock_fds = timing_lock_fds()
     except OSError as exc:
         why = f"the timing lock {os.environ.get(TIMING_LOCK_ENV)}: {exc.strerror or exc}"
         return Started(failure=SandboxResult("error", None, why, None, "", 0.0, []))
@@ -579,11 +585,11 @@ def _start(
         started.proc = subprocess.Popen(
             command,
             cwd=workdir,
-            env=child_env({**(env or {}), **_lock_env(lock_fd)}, workdir),
+            env=child_env({**(env or {}), **_lock_env(lock_fds)}, workdir),
             stdin=subprocess.DEVNULL,
             stdout=out,
             stderr=subprocess.STDOUT,
-            pass_fds=(write_fd, ask_read, ready_write, *([lock_fd] if lock_fd >= 0 else [])),
+            pass_fds=(write_fd, ask_read, ready_write, *lock_fds),
             start_new_session=True,
         )
     except OSError as exc:
@@ -594,23 +600,104 @@ def _start(
             return Started(failure=SandboxResult("crashed", None, why, None, "", wall, isolation))
         return Started(failure=_unavailable(why, wall))
     finally:
-        for fd in (write_fd, ask_read, ready_write, lock_fd):
-            if fd >= 0:
-                os.close(fd)
+        for fd in (write_fd, ask_read, ready_write, *lock_fds):
+            os.close(fd)
     return started
 
 
-def timing_lock_fd() -> int:
-    """A descriptor of the timing lock (:data:`TIMING_LOCK_ENV`) for one child, or -1 without one.
-    Opened anew for each child: a lock held through one child's descriptor excludes the others'."""
+def timing_lock_fds() -> tuple[int, ...]:
+    """Descriptors of the timing lock (:data:`TIMING_LOCK_ENV`) and its gate for one child, or none
+    without a lock. Opened anew for each child: a lock held through one child's descriptor excludes
+    the others'. Read-only: flock needs no more, and a child cannot write to them."""
     path = os.environ.get(TIMING_LOCK_ENV)
     if not path:
-        return -1
-    return os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        return ()
+    flags = os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC
+    lock = os.open(path, flags, 0o644)
+    try:
+        return lock, os.open(path + ".gate", flags, 0o644)
+    except OSError:
+        os.close(lock)
+        raise
 
 
-def _lock_env(lock_fd: int) -> dict[str, str]:
-    return {TIMING_LOCK_FD_ENV: str(lock_fd)} if lock_fd >= 0 else {}
+def _lock_env(lock_fds: tuple[int, ...]) -> dict[str, str]:
+    if not lock_fds:
+        return {}
+    return {TIMING_LOCK_FD_ENV: str(lock_fds[0]), TIMING_GATE_FD_ENV: str(lock_fds[1])}
+
+
+def _child_lock_fds() -> tuple[int, int] | None:
+    """In a child: its descriptors of the timing lock and its gate, or None without them."""
+    lock, gate = os.environ.get(TIMING_LOCK_FD_ENV), os.environ.get(TIMING_GATE_FD_ENV)
+    return (int(lock), int(gate)) if lock and gate else None
+
+
+_SHARED = False  # whether this child holds its share of the timing lock
+
+
+def _take_share(lock: int, gate: int) -> None:
+    """A share of the lock, through the gate: it waits while a runner times or waits to."""
+    fcntl.flock(gate, fcntl.LOCK_SH)
+    fcntl.flock(lock, fcntl.LOCK_SH)
+    fcntl.flock(gate, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def gpu_shared() -> Iterator[None]:
+    """In a child given the timing lock: a share of it for the block (nothing elsewhere)."""
+    global _SHARED
+    fds = _child_lock_fds()
+    if fds is None or _SHARED:
+        yield
+        return
+    _take_share(*fds)
+    _SHARED = True
+    try:
+        yield
+    finally:
+        _SHARED = False
+        fcntl.flock(fds[0], fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def gpu_paused() -> Iterator[None]:
+    """In a child holding its share: none for the block (while it waits on the parent), taken
+    again through the gate after."""
+    fds = _child_lock_fds()
+    if fds is None or not _SHARED:
+        yield
+        return
+    fcntl.flock(fds[0], fcntl.LOCK_UN)
+    try:
+        yield
+    finally:
+        _take_share(*fds)
+
+
+@contextlib.contextmanager
+def gpu_alone(fds: tuple[int, ...] | None = None) -> Iterator[None]:
+    """The whole timing lock for the block: no other holder of a share or of the lock meanwhile.
+    ``fds``: the lock's and the gate's descriptors (a child's own by default; none: no lock). A
+    child's share is let go before it waits at the gate (the runner there waits for that share) and
+    taken again after."""
+    fds = _child_lock_fds() if fds is None else fds
+    if not fds:
+        yield
+        return
+    lock, gate = fds[0], fds[1]
+    shared = _SHARED
+    if shared:
+        fcntl.flock(lock, fcntl.LOCK_UN)
+    fcntl.flock(gate, fcntl.LOCK_EX)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_SH if shared else fcntl.LOCK_UN)
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 @dataclass
@@ -1035,7 +1122,8 @@ def _child_main() -> None:
         module = importlib.import_module(module_name)
         warm_up = getattr(module, "warm_up", None)
         if callable(warm_up):
-            warm_up(sys.argv[6])
+            with gpu_shared():
+                warm_up(sys.argv[6])
         func = getattr(module, func_name)
     except BaseException as exc:
         failure = exc
@@ -1054,9 +1142,10 @@ def _child_main() -> None:
     try:
         if failure is not None:
             raise failure
-        payload = func(request)
-        if inspect.isgenerator(payload):
-            payload = _run_generator(payload, out, ask_fd)
+        with gpu_shared():
+            payload = func(request)
+            if inspect.isgenerator(payload):
+                payload = _run_generator(payload, out, ask_fd)
     except MemoryError:
         payload = {"_error": f"exceeded the {spec['limits']['memory_mb']} MiB memory limit"}
     except BaseException as exc:  # report, never hang: the parent decides what it means
@@ -1102,9 +1191,10 @@ def _run_generator(gen: Any, out: Any, ask_fd: int) -> Any:
         interim = next(gen)
         while True:
             _write_frame(out, json.dumps({"_interim": interim}, default=str).encode("utf-8"))
-            head = _read_exact(ask_fd, _FRAME.size)
-            (n,) = _FRAME.unpack(head) if head else (0,)
-            body = _read_exact(ask_fd, n) if n else b""
+            with gpu_paused():  # the parent's answer may take a while: no share held meanwhile
+                head = _read_exact(ask_fd, _FRAME.size)
+                (n,) = _FRAME.unpack(head) if head else (0,)
+                body = _read_exact(ask_fd, n) if n else b""
             interim = gen.send(json.loads(body) if body else None)
     except StopIteration as stop:
         return stop.value if stop.value is not None else {}

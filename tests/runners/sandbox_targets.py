@@ -160,20 +160,66 @@ def warmed(req: dict[str, Any]) -> dict[str, Any]:
 
 
 def try_timing_lock(req: dict[str, Any]) -> dict[str, Any]:
-    """What a runner can do with the timing lock it was given: take it (without waiting), write it."""
+    """What a runner can do with the timing lock it was given: take it whole (without waiting),
+    write it or its gate."""
     import fcntl
 
-    fd = os.environ.get("KERNELIZE_TIMING_LOCK_FD")
-    if fd is None:
-        return {"fd": None}
+    fd, gate = os.environ.get("KERNELIZE_TIMING_LOCK_FD"), os.environ.get("KERNELIZE_TIMING_GATE_FD")
+    if fd is None or gate is None:
+        return {"fd": fd, "gate": gate}
     try:
         fcntl.flock(int(fd), fcntl.LOCK_EX | fcntl.LOCK_NB)
         got = True
     except BlockingIOError:
         got = False
+    writable = []
+    for each in (fd, gate):
+        try:
+            os.write(int(each), b"x")
+            writable.append(True)
+        except OSError:
+            writable.append(False)
+    return {"fd": fd, "got": got, "writable": any(writable)}
+
+
+def _shared_elsewhere_blocks() -> bool:
+    """Whether a descriptor of the timing lock of this child's own cannot be taken whole: its
+    share is held."""
+    import fcntl
+
+    other = os.open("/proc/self/fd/" + os.environ["KERNELIZE_TIMING_LOCK_FD"], os.O_RDONLY)  # a new open
     try:
-        os.write(int(fd), b"x")
-        writable = True
-    except OSError:
-        writable = False
-    return {"fd": fd, "got": got, "writable": writable}
+        fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(other, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(other)
+
+
+def two_phase_holding(req: dict[str, Any]) -> Any:
+    """Yields midway, saying whether this child held its share before the yield and after it."""
+    before = _shared_elsewhere_blocks()
+    yield {"phase": 1}
+    return {"share_before": before, "share_after": _shared_elsewhere_blocks()}
+
+
+def share_held(req: dict[str, Any]) -> dict[str, Any]:
+    """A runner at work for ``seconds`` (the sandbox holds its share of the timing lock meanwhile)."""
+    start = time.time()
+    time.sleep(req["seconds"])
+    return {"start": start, "end": time.time()}
+
+
+def timed_alone(req: dict[str, Any]) -> dict[str, Any]:
+    """A runner timing for ``seconds`` (the whole timing lock), after ``before`` seconds of work."""
+    from runners.sandbox import gpu_alone
+
+    time.sleep(req.get("before", 0))
+    asked = time.time()
+    with gpu_alone():
+        start = time.time()
+        time.sleep(req["seconds"])
+        end = time.time()
+    return {"asked": asked, "start": start, "end": end}

@@ -1132,8 +1132,10 @@ def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, t
 
     lock = tmp_path / "gpu.lock"
     lock.touch()
-    mine = os.open(lock, os.O_RDONLY)
+    (tmp_path / "gpu.lock.gate").touch()
+    mine, gate = os.open(lock, os.O_RDONLY), os.open(tmp_path / "gpu.lock.gate", os.O_RDONLY)
     monkeypatch.setenv("KERNELIZE_TIMING_LOCK_FD", str(mine))
+    monkeypatch.setenv("KERNELIZE_TIMING_GATE_FD", str(gate))
     module = torch.nn.ReLU()
     sets = [[torch.randn(4, 8)], [torch.randn(4, 8)]]
     for timed in (
@@ -1162,6 +1164,7 @@ def test_runners_given_the_timing_lock_time_only_while_holding_it(monkeypatch, t
         with open(lock, "rb") as after:  # let go at the end
             fcntl.flock(after, fcntl.LOCK_EX | fcntl.LOCK_NB)
     os.close(mine)
+    os.close(gate)
 
 
 def _resident_file_kib() -> int:

@@ -441,18 +441,19 @@ def test_without_a_timing_lock_the_child_gets_none(monkeypatch):
     monkeypatch.delenv(sandbox.TIMING_LOCK_ENV, raising=False)
     res = run("try_timing_lock")
     assert res.outcome == "ok", res.reason
-    assert res.payload == {"fd": None}
+    assert res.payload == {"fd": None, "gate": None}
 
 
-def test_a_timing_lock_held_elsewhere_excludes_the_child(monkeypatch, tmp_path):
-    """Runners sharing a GPU time one at a time: the child's descriptor of the lock cannot be
-    taken while another holder has it, is its own once that one lets go, and is read-only."""
+def test_a_timing_lock_shared_elsewhere_excludes_the_child(monkeypatch, tmp_path):
+    """Runners sharing a GPU time alone: the child's descriptor of the lock cannot be taken whole
+    while another runner holds a share (it is at work), is its own once that one lets go, and the
+    lock and its gate are read-only."""
     import fcntl
 
     lock = tmp_path / "gpu0.lock"
     monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(lock))
     with open(lock, "a+b") as held:  # created by the first child otherwise
-        fcntl.flock(held, fcntl.LOCK_EX)
+        fcntl.flock(held, fcntl.LOCK_SH)
         blocked = run("try_timing_lock")
         fcntl.flock(held, fcntl.LOCK_UN)
     free = run("try_timing_lock")
@@ -460,6 +461,112 @@ def test_a_timing_lock_held_elsewhere_excludes_the_child(monkeypatch, tmp_path):
     assert blocked.payload["got"] is False
     assert free.payload["got"] is True
     assert free.payload["writable"] is False
+
+
+def _side_by_side(*calls):
+    """Each (target, request) in a sandbox of its own, all at once: their results, in order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(len(calls)) as pool:
+        futures = [pool.submit(run, name, request) for name, request in calls]
+        results = [f.result() for f in futures]
+    for res in results:
+        assert res.outcome == "ok", res.reason
+    return [res.payload for res in results]
+
+
+def test_no_runners_work_overlaps_anothers_timed_calls(monkeypatch, tmp_path):
+    """One runner at work (its sandbox holds a share from the request on) while another asks to
+    time: the timing waits for the work to end, and work asked for meanwhile waits for the timing."""
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(tmp_path / "gpu0.lock"))
+    first, timer, later = _side_by_side(
+        ("share_held", {"seconds": 1.5}),
+        ("timed_alone", {"before": 0.5, "seconds": 1.0}),
+        ("share_held", {"seconds": 0.1}),
+    )
+    assert timer["asked"] < first["end"], "the timer asked only after the work had ended"
+    assert timer["start"] >= first["end"]
+    # the third began after the timing, or before the timer asked (then the timer waited for it)
+    assert later["start"] >= timer["end"] or later["end"] <= timer["start"]
+
+
+def test_runners_at_work_that_both_time_take_turns(monkeypatch, tmp_path):
+    """Two runners, each holding its share, each asking to time: neither waits for the other's share
+    (each lets its own go before the gate), and their timed spans do not overlap."""
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(tmp_path / "gpu0.lock"))
+    one, two = _side_by_side(
+        ("timed_alone", {"before": 0.3, "seconds": 0.8}),
+        ("timed_alone", {"before": 0.3, "seconds": 0.8}),
+    )
+    assert one["end"] <= two["start"] or two["end"] <= one["start"], (one, two)
+
+
+def test_a_runner_waiting_on_its_parent_holds_no_share(monkeypatch, tmp_path):
+    """The reference runner yields midway and waits for the judge's follow-up: no share is held
+    meanwhile (the judge may be timing another runner first), and the share is taken again after."""
+    import fcntl
+
+    lock = tmp_path / "gpu0.lock"
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(lock))
+    probes = []
+
+    def follow(interim):
+        other = os.open(lock, os.O_RDONLY)
+        try:
+            fcntl.flock(other, fcntl.LOCK_EX | fcntl.LOCK_NB)  # raises while a share is held
+            probes.append("whole")
+        finally:
+            os.close(other)
+        return {"go": True}
+
+    res = run("two_phase_holding", follow_up=follow)
+    assert res.outcome == "ok", res.reason
+    assert probes == ["whole"]
+    assert res.payload == {"share_before": True, "share_after": True}
+
+
+def test_a_runner_asking_to_time_is_not_starved_by_shares_taken_in_turn(tmp_path):
+    """Shares taken one after another, always one held: a runner asking for the whole lock gets it
+    after the shares held when it asked, not when the others stop (the gate keeps new ones out), and
+    no share is held while it has it."""
+    import fcntl
+    import threading
+
+    path = str(tmp_path / "gpu0.lock")
+    os.environ.pop(sandbox.TIMING_LOCK_ENV, None)
+
+    def fds():
+        return os.open(path, os.O_RDONLY | os.O_CREAT), os.open(path + ".gate", os.O_RDONLY | os.O_CREAT)
+
+    stop = time.monotonic() + 4.0
+    held: list[tuple[float, float]] = []
+
+    def worker(delay: float) -> None:
+        lock, gate = fds()
+        time.sleep(delay)
+        while time.monotonic() < stop:
+            sandbox._take_share(lock, gate)
+            start = time.monotonic()
+            time.sleep(0.3)
+            held.append((start, time.monotonic()))
+            fcntl.flock(lock, fcntl.LOCK_UN)
+        os.close(lock)
+        os.close(gate)
+
+    workers = [threading.Thread(target=worker, args=(i * 0.1,)) for i in range(3)]
+    for w in workers:
+        w.start()
+    time.sleep(0.5)
+    mine = fds()
+    asked = time.monotonic()
+    with sandbox.gpu_alone(mine):
+        start = time.monotonic()
+        time.sleep(0.3)
+        end = time.monotonic()
+    for w in workers:
+        w.join()
+    assert start - asked < 1.0, f"waited {start - asked:.2f} s for the whole lock"
+    assert all(e <= start or s >= end for s, e in held), "a share was held while it timed"
 
 
 def test_a_timing_lock_that_cannot_be_opened_fails_the_start_with_its_name(monkeypatch, tmp_path):
