@@ -1094,14 +1094,15 @@ def test_the_harness_cost_taken_from_the_original_runner_is_the_candidates(monke
     """With torch.compile timed beside eager, the harness cost per call the judge derives from the
     original's span is what the candidate's runner pays per call: compile's calls projected too.
     Made costly here (each projection sleeps 2 ms), an honest candidate as fast as the original is
-    seen at its own time, not at half a projection more (as on an H100, 0.633 ms for 0.356)."""
-    from runners.judge import clock_check, timed_by_clock
+    seen at its own time, not at half a projection more (as on an H100, 0.633 ms for 0.356). Seen
+    within a quarter of a projection: on a loaded CPU the sleeps alone vary by ~0.1 ms a call, more
+    than the clock's slack for a 0.03 ms claim, so whether the clock would have timed it is not asked."""
+    from runners.judge import clock_check
 
     cand, calls, span, ref = _clocked_on_the_cpu(monkeypatch, torch.nn.ReLU(), 2e-3)
     seen, overhead = clock_check(cand, calls, span, ref["summaries"], ref["ref_span"])
     assert overhead > 1.9e-3
-    assert seen < 5e-4
-    assert timed_by_clock(cand, seen) is None
+    assert seen < 5e-4  # half a projection more would be 1e-3
 
 
 def test_a_forged_claim_is_seen_through_a_costly_harness(monkeypatch) -> None:
