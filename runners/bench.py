@@ -357,16 +357,6 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-@contextlib.contextmanager
-def timed_alone() -> Iterator[None]:
-    """The GPU to this runner while it times, when its sandbox was given the timing lock of
-    several runners sharing one GPU (``runners.sandbox.TIMING_LOCK_ENV``): held from the warm-up
-    to the last call back to back, so no other runner's work (each holds a share of the lock while
-    it works) overlaps the timed calls."""
-    with sandbox.gpu_alone():
-        yield
-
-
 def time_reference(
     module: torch.nn.Module,
     compiled: Callable[..., Any] | None,
@@ -387,7 +377,7 @@ def time_reference(
     if compiled is not None:
         named["compile"] = compiled
     start, end = span_marks(training)
-    with torch.set_grad_enabled(training), collector_paused(), timed_alone():
+    with torch.set_grad_enabled(training), collector_paused(), sandbox.gpu_alone():
         fns, feed_for = _timed(named, module, sets, seed, device, training)
         probe = feed_for(1)
         est = clock.estimate_ms(fns["eager"], probe)
@@ -451,7 +441,7 @@ def time_candidate(
     # The same harness work per call as the reference's (its squared norm too), so the harness
     # cost the judge measures on the original's runner is this runner's too.
     proj = Projector(seed, total, device, quadratic=True)
-    with torch.set_grad_enabled(training), collector_paused(), timed_alone():
+    with torch.set_grad_enabled(training), collector_paused(), sandbox.gpu_alone():
         fns, feed_for = _timed({"candidate": candidate}, candidate, sets, seed, device, training)
         fn, feed = fns["candidate"], feed_for(total)
         clock.estimate_ms(fn, feed)

@@ -79,10 +79,11 @@ BWRAP_ENV = "KERNELIZE_BWRAP"
 # card): the file named here is their timing lock, and the file beside it (".gate") its gate. Each
 # sandbox gets its own read-only descriptor of both (their numbers in TIMING_LOCK_FD_ENV and
 # TIMING_GATE_FD_ENV). A runner holds a share of the lock while it works (gpu_shared: from its
-# request to its reply) and the whole lock while it times (gpu_alone, runners.bench.timed_alone), so
-# no other runner's work, timed or not, overlaps its timed calls. One that wants to time takes the
-# gate first, which keeps new shares out while it waits: shares are held seconds at a time, and a
-# runner waits for those already held, not for ever.
+# request to its reply) and the whole lock while it times (gpu_alone: in runners.bench, from the
+# timed calls' warm-up to the last call back to back), so no other runner's work, timed or not,
+# overlaps its timed calls. One that wants to time takes the gate first, which keeps new shares out
+# while it waits: shares are held seconds at a time, and a runner waits for those already held, not
+# for ever.
 TIMING_LOCK_ENV = "KERNELIZE_TIMING_LOCK"
 TIMING_LOCK_FD_ENV = "KERNELIZE_TIMING_LOCK_FD"
 TIMING_GATE_FD_ENV = "KERNELIZE_TIMING_GATE_FD"

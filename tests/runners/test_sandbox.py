@@ -463,6 +463,17 @@ def test_a_timing_lock_shared_elsewhere_excludes_the_child(monkeypatch, tmp_path
     assert free.payload["writable"] is False
 
 
+def test_a_runner_keeping_the_timing_lock_is_stopped_at_its_limit_and_the_lock_freed(monkeypatch, tmp_path):
+    """Candidate code can take the whole lock and keep it: its time limit ends the process, and with
+    it the lock, so the runners after it are not held up for longer than that limit."""
+    monkeypatch.setenv(sandbox.TIMING_LOCK_ENV, str(tmp_path / "gpu0.lock"))
+    hog = run("hog_timing_lock", timeout_s=2)
+    assert hog.outcome == "timeout", (hog.outcome, hog.reason)
+    after = run("try_timing_lock")
+    assert after.outcome == "ok", after.reason
+    assert after.payload["got"] is True
+
+
 def _side_by_side(*calls):
     """Each (target, request) in a sandbox of its own, all at once: their results, in order."""
     from concurrent.futures import ThreadPoolExecutor
@@ -533,7 +544,6 @@ def test_a_runner_asking_to_time_is_not_starved_by_shares_taken_in_turn(tmp_path
     import threading
 
     path = str(tmp_path / "gpu0.lock")
-    os.environ.pop(sandbox.TIMING_LOCK_ENV, None)
 
     def fds():
         return os.open(path, os.O_RDONLY | os.O_CREAT), os.open(path + ".gate", os.O_RDONLY | os.O_CREAT)
