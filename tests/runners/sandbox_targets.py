@@ -205,6 +205,18 @@ def two_phase_holding(req: dict[str, Any]) -> Any:
     return {"share_before": before, "share_after": _shared_elsewhere_blocks()}
 
 
+def hog_timing_lock(req: dict[str, Any]) -> dict[str, Any]:
+    """Hostile: takes the whole timing lock and never lets it go, and leaves a process of its own
+    session holding the descriptor too (the lock goes only with its last holder)."""
+    import fcntl
+
+    fcntl.flock(int(os.environ["KERNELIZE_TIMING_LOCK_FD"]), fcntl.LOCK_EX)
+    if os.fork() == 0:
+        os.setsid()
+    while True:
+        time.sleep(1)
+
+
 def share_held(req: dict[str, Any]) -> dict[str, Any]:
     """A runner at work for ``seconds`` (the sandbox holds its share of the timing lock meanwhile)."""
     start = time.time()
