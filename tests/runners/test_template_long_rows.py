@@ -76,10 +76,11 @@ def _outputs_match(ref: torch.nn.Module, new: torch.nn.Module, *xs: torch.Tensor
 
 
 def _module(
-    source: str, init: tuple[Any, ...], rows: int | None = None
+    source: str, init: tuple[Any, ...], rows: int | None = None, wide: bool = False
 ) -> tuple[torch.nn.Module, torch.nn.Module, list[str]]:
     """(the original, the generated module, the name of each kernel its launches ran); with ``rows``,
-    short rows are launched that many a program (the interpreter's plain launch takes 4)."""
+    short rows are launched that many a program (the interpreter's plain launch takes 4); with
+    ``wide``, their rows' coordinates are divided in 64 bits, as past 2^31 elements."""
     original: dict[str, Any] = {}
     exec(compile(source.split('\n\n\n"""')[0], "m.py", "exec"), original)
     generated: dict[str, Any] = {}
@@ -92,6 +93,8 @@ def _module(
         if rows is not None and "ROWS" in config:
             config = {**config, "ROWS": rows}
             grid = (-(-config["n_rows"] // rows),)
+        if wide and "ROWS_NARROW" in config:
+            config = {**config, "ROWS_NARROW": False}
         launched.append(getattr(kernel, "fn", kernel).__name__)
         return kernel, grid, config
 

@@ -66,6 +66,21 @@ def test_short_rows_match_torch_at_every_tile(tmp_path, case):
 
 
 @fresh_python
+def test_short_rows_coordinates_in_64_bits_match_torch(tmp_path):
+    """Past 2^31 elements the twin divides its rows' coordinates in 64 bits (ROWS_NARROW off):
+    ALiBi's distances (which read a row's head) the same as with the 32-bit division the launch
+    picks below that."""
+    body, inputs, init_expr, init, shape_sets = CASES["alibi"]
+    source, name, _ = _generate(tmp_path, body, inputs, init_expr)
+    for rows in (1, 4):
+        ref, new, launched = _module(source, init, rows, wide=True)
+        for shapes in shape_sets:
+            torch.manual_seed(rows)
+            _outputs_match(ref, new, *(torch.randn(shape) * 3 + 0.5 for shape in shapes))
+        assert launched and set(launched) == {f"{name}_rows"}, launched
+
+
+@fresh_python
 def test_short_rows_pick_class_indices_per_row(tmp_path):
     """cross_entropy's class index is one value per row: the twin reads a [ROWS, 1] column of them,
     masked past the last row."""
