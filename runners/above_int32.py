@@ -18,6 +18,13 @@ holds it from the free-space check until its files are removed (:meth:`Family.cl
 checked is then what it writes, and the next holder's check sees the space given back. The lock
 is let go as soon as the family is skipped or raises, and with the process however it ends.
 
+The original and the first candidate run at once, so each has the GPU's memory less the other's.
+Where either runs out of it there (``torch.OutOfMemoryError``), that says nothing of its own: the
+original runs again alone, then the candidate alone, and only what happens alone decides. A
+candidate that runs out of memory alone where the original fits is incorrect (it would fail the
+user at that size), and one that hogs memory beside the original to have the family skipped gets
+the original's run again without it.
+
 Skipped, the reason listed with the report's skipped families: on CPU (the interpreter runs every
 one of millions of program instances in Python); where no input has a leading dimension; where
 another process on the host holds the lock longer than the wait allowed (the runners' time
@@ -152,6 +159,23 @@ def shortfall(needed: Need, gpu_free: int, disk_free: int, host_free: int) -> st
     return ""
 
 
+def out_of_memory(error: str) -> bool:
+    """Whether a runner's error (its own text: untrusted, so a forged one buys only a second run)
+    says the GPU's memory ran out."""
+    return "OutOfMemoryError" in error or "CUDA out of memory" in error
+
+
+def _call_error(res: sandbox.SandboxResult) -> str:
+    """The error a runner's reply gives for the family's one call, '' if none can be read."""
+    if res.outcome != "ok" or res.payload is None:
+        return ""
+    try:
+        reply = RunReply.from_dict(res.payload)
+    except ProtocolError:
+        return ""
+    return reply.error or (reply.calls[0].error if len(reply.calls) == 1 else "") or ""
+
+
 def _host_available() -> int:
     with contextlib.suppress(OSError, ValueError), open("/proc/meminfo") as fh:
         for line in fh:
@@ -246,19 +270,14 @@ class Family:
         path = self.dir / CANDIDATE
         begun = time.monotonic()
         # For the first candidate, the original runs beside it (both only read the inputs file).
-        res = sandbox.run(
-            "runners.above_int32:candidate_target",
-            {**req, "judge": self._request("candidate", CANDIDATE).to_dict()},
-            self._limits(),
-            env=self.env,
-            python=self.python,
-            collect=CANDIDATE,
-            collect_to=path,
-            readable=[*readable, str(self.dir / INPUTS)],
-        )
+        beside = self._original is not None
+        res = self._run_candidate(req, readable)
         begun = self._add("candidate", begun)
         try:
             why = self._original_done()
+            if why and beside and out_of_memory(why):
+                # Short of memory beside the candidate: the original again, alone.
+                why = self._run_original()
         except BaseException:
             with contextlib.suppress(OSError):
                 path.unlink()
@@ -271,12 +290,31 @@ class Family:
             self.close()
             return Outcome("skipped", why)
         begun = self._add("waiting for the original", begun)
+        if beside and out_of_memory(_call_error(res)):
+            # Short of memory beside the original: the candidate again, alone, and that decides.
+            with contextlib.suppress(OSError):
+                path.unlink()
+            res = self._run_candidate(req, readable)
+            begun = self._add("candidate alone", begun)
         try:
             return self._compare(res, tf32)
         finally:
             with contextlib.suppress(OSError):
                 path.unlink()
             self._add("compare", begun)
+
+    def _run_candidate(self, req: dict[str, Any], readable: list[str]) -> sandbox.SandboxResult:
+        """The candidate on the family's call, in its runner; its outputs collected to CANDIDATE."""
+        return sandbox.run(
+            "runners.above_int32:candidate_target",
+            {**req, "judge": self._request("candidate", CANDIDATE).to_dict()},
+            self._limits(),
+            env=self.env,
+            python=self.python,
+            collect=CANDIDATE,
+            collect_to=self.dir / CANDIDATE,
+            readable=[*readable, str(self.dir / INPUTS)],
+        )
 
     def _compare(self, res: sandbox.SandboxResult, tf32: bool) -> Outcome:
         where = f"judge, {FAMILY}, shape {self.shapes}"
@@ -288,6 +326,11 @@ class Family:
             if reply.error or len(reply.calls) != 1:
                 return Outcome("incorrect", f"{where}: {reply.error or 'no answer'}")
             got = reply.calls[0]
+            if got.error and out_of_memory(got.error):
+                # Alone on the GPU (a later candidate, or the first one run again alone).
+                text = sandbox.untrusted_text(got.error, 600)
+                why = f"out of GPU memory alone, where the original fits: {text}"
+                return Outcome("incorrect", f"{where}: {why}")
             if got.error:
                 return Outcome("incorrect", f"{where}: {sandbox.untrusted_text(got.error, 600)}")
             if any(t.device != self.device for t in got.outputs):

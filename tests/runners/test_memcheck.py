@@ -280,6 +280,93 @@ def test_the_family_runs_the_original_once_and_compares_each_candidate(judge, tm
     assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.REFERENCE))
 
 
+CANDIDATE_OOM = """\
+import torch
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 22.01 GiB.")
+"""
+ORIGINAL_OOM = """\
+import torch
+
+
+class Model(torch.nn.Module):
+    def forward(self, x, y):
+        raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 22.01 GiB.")
+"""
+
+
+def _short_of_memory(monkeypatch, tmp_path, candidate_runs: int, original_runs: int) -> dict[str, int]:
+    """Real runners, but the first ``candidate_runs`` candidate runs and the first ``original_runs``
+    original runs get a module that raises CUDA's out-of-memory error instead, as the two did beside
+    each other on an H100 (llama_mlp: 22 GiB asked for, 15.9 free while the original ran). Returns
+    the count of runs by target."""
+    oom_candidate, oom_original = tmp_path / "oom_candidate.py", tmp_path / "oom_original.py"
+    oom_candidate.write_text(CANDIDATE_OOM)
+    oom_original.write_text(ORIGINAL_OOM)
+    real, runs = sandbox.run, {"candidate": 0, "reference": 0}
+
+    def run(target: str, req: dict[str, Any], *args: Any, **kwargs: Any) -> sandbox.SandboxResult:
+        role = target.rsplit(":", 1)[1].removesuffix("_target")
+        runs[role] += 1
+        if role == "candidate" and runs[role] <= candidate_runs:
+            req = {**req, "candidate": str(oom_candidate)}
+            kwargs["readable"] = [*kwargs["readable"], str(oom_candidate)]
+        if role == "reference" and runs[role] <= original_runs:
+            req = {**req, "file": str(oom_original)}
+            kwargs["readable"] = [*kwargs["readable"], str(oom_original)]
+        return real(target, req, *args, **kwargs)
+
+    monkeypatch.setattr(above_int32.sandbox, "run", run)
+    return runs
+
+
+@pytest.mark.parametrize(
+    ("candidate_runs", "original_runs", "status", "runs"),
+    [
+        (1, 0, "passed", {"candidate": 2, "reference": 1}),  # short beside the original only
+        (1, 1, "passed", {"candidate": 2, "reference": 2}),  # both short beside each other
+        (0, 1, "passed", {"candidate": 1, "reference": 2}),  # as a candidate hogging memory would make it
+        (2, 0, "incorrect", {"candidate": 2, "reference": 1}),  # short alone too: it fails the user
+        (0, 2, "skipped", {"candidate": 1, "reference": 2}),  # the original's own limit
+    ],
+)
+def test_out_of_memory_beside_each_other_runs_again_alone_and_alone_decides(
+    judge, tmp_path, monkeypatch, candidate_runs, original_runs, status, runs
+):
+    seen = _short_of_memory(monkeypatch, tmp_path, candidate_runs, original_runs)
+    family = above_int32.Family(judge, 120, 4096, ENV, None, limit=4096)
+    try:
+        honest = tmp_path / "ok.py"
+        shutil.copy(HONEST, honest)
+        got = family.check(*_request(judge, honest), tf32=False)
+        assert got.status == status, got
+        assert seen == runs
+        if status == "incorrect":
+            assert "out of GPU memory alone, where the original fits" in got.text, got.text
+        if status == "skipped":
+            assert got.text.startswith("the original raised (raised: torch.OutOfMemoryError"), got.text
+            return
+        # A later candidate runs alone from the start: its out-of-memory error decides at once.
+        later = tmp_path / "later.py"
+        later.write_text(CANDIDATE_OOM)
+        again = family.check(*_request(judge, later), tf32=False)
+        assert again.status == "incorrect" and "alone, where the original fits" in again.text, again
+        assert seen["candidate"] == runs["candidate"] + 1
+    finally:
+        family.close()
+    assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.CANDIDATE))
+
+
+def test_only_the_gpus_out_of_memory_error_buys_a_second_run():
+    assert above_int32.out_of_memory("raised: torch.OutOfMemoryError: CUDA out of memory.")
+    assert above_int32.out_of_memory("raised: RuntimeError: CUDA out of memory.")
+    assert not above_int32.out_of_memory("raised: RuntimeError: shape mismatch")
+    assert not above_int32.out_of_memory("")
+
+
 @pytest.mark.parametrize(("exit_status", "memory_status"), [("$rc", "passed"), ("86", "incorrect")])
 def test_the_last_checks_run_side_by_side_and_a_failed_memory_check_decides(
     judge, tmp_path, monkeypatch, exit_status, memory_status
