@@ -374,7 +374,7 @@ def test_script_on_cpu_writes_the_table(tmp_path: Path) -> None:
             "--generator",
             "template",
             "--only",
-            "rmsnorm_llama,matmul",
+            "rmsnorm_llama,conv_bias_relu",
             "--markdown",
             str(out),
             "--quiet",
@@ -388,17 +388,19 @@ def test_script_on_cpu_writes_the_table(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line for line in out.read_text(encoding="utf-8").splitlines() if line.startswith("| bench/")]
     assert len(rows) == 4  # one per problem and generator, then one per problem
-    matmul, norm, matmul_pick, norm_pick = rows
-    assert matmul_pick.startswith(
-        "| bench/problems/matmul.py::Model | 1 | not measured | not measured | declined |"
+    conv, norm, conv_pick, norm_pick = rows
+    assert conv_pick.startswith(
+        "| bench/problems/conv_bias_relu.py::ConvBiasReLU | 2 | not measured | not measured | declined |"
     )
     assert norm_pick.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 1 |")
     assert "(portfolio)" not in norm_pick and "(template)" in norm_pick
     engine_s, spent_on = norm_pick.rstrip(" |").split(" | ")[-2:]
     assert float(engine_s) > 0  # the engine's seconds on the module, and where they went
     assert re.fullmatch(r"build \d+ · generate: template \d+ · checks \d+ · last checks \d+", spent_on)
-    assert matmul.startswith("| bench/problems/matmul.py::Model | 32×32, 32×32 | template | declined |")
-    assert "unsupported second operand: only a 2-D parameter of the module (torch.matmul" in matmul
+    assert conv.startswith(
+        "| bench/problems/conv_bias_relu.py::ConvBiasReLU | 2×4×8×8 | template | declined |"
+    )
+    assert "unsupported op nn.Conv2d (node 'conv')" in conv
     assert norm.startswith("| bench/problems/rmsnorm_llama.py::LlamaRMSNorm | 2×8×64 | template | correct |")
     assert norm.count("not measured") == 6
     page = out.read_text(encoding="utf-8")

@@ -138,7 +138,7 @@ SIZES = {
     "ScaleFirst": ([19], [4, 3, 19]),
     "NormAfter": ([21], [5, 21]),
     "NormBetween": ([26], [2, 3, 26]),
-    "SelfProduct": ([], [16, 16]),
+    "SelfProduct": ([], [2, 16, 16]),  # batched: the second operand is 3-D
 }
 
 
@@ -301,7 +301,7 @@ def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):
 def test_what_a_kernel_cannot_hold_is_declined_by_name(tmp_path):
     problem, graph = _problem(tmp_path, "SelfProduct")
     message = (
-        r"^unsupported second operand: only a 2-D parameter of the module "
+        r"^unsupported second operand: only a 2-D parameter of the module or a 2-D input "
         r"\(operator\.matmul, node 'matmul'\)$"
     )
     with pytest.raises(Unsupported, match=message):
@@ -436,11 +436,35 @@ E2E_GATED = textwrap.dedent(
 )
 
 
+E2E_INPUTS = textwrap.dedent(
+    """
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+
+
+    class Product(nn.Module):
+        # Both operands are inputs (KernelBench's plain products), the activation in the epilogue.
+        def forward(self, a, b):
+            return F.gelu(torch.matmul(a, b))
+
+
+    def get_inputs():
+        return [torch.randn(3, 19, 40), torch.randn(40, 33)]
+
+
+    def get_init_inputs():
+        return []
+    """
+)
+
+
 @pytest.mark.parametrize(
     ("text", "name", "kernels"),
     [
         (E2E, "LinearGELU", ["_fc_gelu_kernel"]),
         (E2E_GATED, "LlamaMLP", ["_gate_proj_silu_kernel", "_up_proj_mul_kernel", "_down_proj_kernel"]),
+        (E2E_INPUTS, "Product", ["_matmul_gelu_kernel"]),  # both operands inputs of forward
     ],
 )
 def test_cli_verifies_the_module_on_cpu(cli, tmp_path, text, name, kernels):
@@ -460,6 +484,55 @@ def test_cli_verifies_the_module_on_cpu(cli, tmp_path, text, name, kernels):
     assert cand["compiled"] == COMPILE_KERNELS, cand["compiled"]
     assert cand["training"] == TRAINING_ORIGINAL  # no backward: autograd runs the original
     assert module["best"] == cand["id"]
+
+
+_MISMATCH = """
+import importlib.util, sys
+import torch
+
+spec = importlib.util.spec_from_file_location("suggested", sys.argv[1])
+mod = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(mod)
+product = mod.Product()
+print(tuple(product(torch.randn(4, 40), torch.randn(40, 33)).shape))
+for b in (torch.randn(41, 33), torch.randn(39, 33), torch.randn(2, 40, 33)):
+    try:
+        product(torch.randn(4, 40), b)
+    except RuntimeError as exc:
+        print(str(exc))
+    else:
+        print("ran")
+"""
+
+
+def test_a_second_operand_whose_size_does_not_match_is_refused_before_the_kernel_reads_past_it(tmp_path):
+    """With an input as the product's second operand, nothing fixes its shape: the kernel walks K by
+    the first operand's last dimension, so a shorter operand would be read past its end (and a longer
+    one only in part, silently). The original raises; so does the suggestion, before the launch."""
+    path = tmp_path / "product.py"
+    path.write_text(E2E_INPUTS, encoding="utf-8")
+    (problem,), _ = problems_for(str(path), str(tmp_path), "Product")
+    specs = [
+        {"tensor": {"shape": shape, "dtype": "float32", "dist": "normal"}} for shape in ([4, 40], [40, 33])
+    ]
+    problem.build = {"source": "kernelbench", "init_args": [], "init_kwargs": {}, "inputs": specs}
+    req = {"file": problem.file, "root": problem.root, "class_name": "Product", "build": problem.build}
+    graph = trace.trace(req)
+    assert graph["ok"], graph
+    source, names = products.render_module(problem, graph)
+    assert names == ["_matmul_gelu_kernel"]
+    generated = tmp_path / "generated.py"
+    generated.write_text(E2E_INPUTS.split("def get_inputs")[0] + source, encoding="utf-8")
+    env = {**os.environ, **INTERPRET}
+    args = [sys.executable, "-c", _MISMATCH, str(generated)]
+    done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == [
+        "(4, 33)",
+        "mat1 and mat2 shapes cannot be multiplied ((4, 40) and (41, 33))",
+        "mat1 and mat2 shapes cannot be multiplied ((4, 40) and (39, 33))",
+        "mat1 and mat2 shapes cannot be multiplied ((4, 40) and (2, 40, 33))",
+    ]
 
 
 GPT2_STYLE = textwrap.dedent(

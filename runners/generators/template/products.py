@@ -6,7 +6,10 @@ contains a matrix product comes here instead. A matrix product is
 - an ``nn.Linear`` call (``self.fc(x)``, with or without its bias: whether the instance has one is
   read at call time),
 - ``F.linear(x, self.weight, self.bias)`` with parameters of the module,
-- ``x @ self.weight`` or ``torch.matmul(x, self.weight)`` with a 2-D parameter ``[K, N]``.
+- ``x @ self.weight`` or ``torch.matmul(x, self.weight)`` with a 2-D parameter ``[K, N]``, or with
+  a 2-D input of forward (``torch.matmul(a, b)``, KernelBench's plain products): read through its
+  strides like a weight, its shape checked against the input's on each call (``K`` must match, as
+  the original's own product requires: the kernel would otherwise read past it).
 
 Each one becomes a **GEMM kernel** over the flattened leading dimensions of its input: ``M`` rows
 (the product of the leading dimensions), ``K`` = in_features, ``N`` = out_features. The weight is
@@ -258,7 +261,7 @@ class _GemmBuilder(Builder):
             if set(bound) - {"input", "weight", "bias"}:
                 raise self.fail("unsupported call of F.linear")
             source, layout = bound.get("input"), "nk"
-            weight = self.weight_param(bound.get("weight"), 2, "weight")
+            weight = self.weight_param(bound.get("weight"), 2, "weight", inputs=True)
             bias = "None" if bound.get("bias") is None else self.weight_param(bound["bias"], 1, "bias")
         else:
             bound = dict(zip(("input", "other"), args, strict=False))
@@ -266,7 +269,7 @@ class _GemmBuilder(Builder):
             if set(bound) - {"input", "other"}:
                 raise self.fail(f"unsupported call of {target}")
             source, layout, bias = bound.get("input"), "kn", "None"
-            weight = self.weight_param(bound.get("other"), 2, "second operand")
+            weight = self.weight_param(bound.get("other"), 2, "second operand", inputs=True)
         if not (isinstance(source, dict) and "node" in source):
             raise self.fail("unsupported input: only a tensor")
         a = self.materialized(source["node"])
@@ -280,14 +283,17 @@ class _GemmBuilder(Builder):
         self.stage_of[name] = len(self.stages) - 1
         self.values[name] = Value("acc", FULL, a.dtype, shape=list(shape))
 
-    def weight_param(self, arg: Any, ndim: int, what: str) -> str:
-        """The forward expression of a parameter of the module used as a product's weight or bias."""
+    def weight_param(self, arg: Any, ndim: int, what: str, inputs: bool = False) -> str:
+        """The forward expression of a parameter of the module used as a product's weight or bias,
+        or with ``inputs`` of an input of forward (a weight is read through its strides)."""
+        kinds = ("get_attr", "placeholder") if inputs else ("get_attr",)
         if isinstance(arg, dict) and "node" in arg and arg["node"] in self.tensors:
             tensor = self.tensors[arg["node"]]
             node = next(n for n in self.nodes if n["name"] == arg["node"])
-            if node["op"] == "get_attr" and len(tensor.shape) == ndim:
+            if node["op"] in kinds and len(tensor.shape) == ndim:
                 return tensor.expr
-        raise self.fail(f"unsupported {what}: only a {ndim}-D parameter of the module")
+        also = f" or a {ndim}-D input" if inputs else ""
+        raise self.fail(f"unsupported {what}: only a {ndim}-D parameter of the module{also}")
 
     def check_gone(self, name: str) -> None:
         if name in self.gone:
@@ -678,9 +684,15 @@ def render_op(stage: Stage, out_value: Value) -> _StageOp:
         if stage.layout == "nk"
         else [f"{weight}.stride(0)", f"{weight}.stride(1)"]
     )
+    k_of = f"{weight}.shape[1]" if stage.layout == "nk" else f"{weight}.shape[0]"
     prep = [
         f"    {a_2d} = {a}.reshape(-1, {a}.shape[-1])",
         f"    {m}, {k} = {a_2d}.shape",
+        # The kernel walks K by the input's last dimension: a weight of another size (an input of
+        # forward, or a parameter replaced) would be read past its end. The original raises there.
+        f"    if {weight}.dim() != 2 or {k_of} != {k}:",
+        f'        raise RuntimeError(f"mat1 and mat2 shapes cannot be multiplied ({{tuple({a}.shape)}} and '
+        f'{{tuple({weight}.shape)}}{", as [N, K]" if stage.layout == "nk" else ""})")',
         f"    {n} = {n_of}",
     ]
     epilogue = []
