@@ -254,8 +254,9 @@ QUALITY=${QUALITY:-"softmax rmsnorm layernorm column_sum gelu avg_pool elementwi
 # holding a share while it works and the whole lock while it times, so no sandbox's work (checks,
 # compiles, tracing) overlaps another's timed calls. The engines' own processes still draw inputs
 # and compare outputs on the CPUs meanwhile, which can slow launch-bound timed calls (the judge's
-# clock, eager's and torch.compile's): until JOBS=1 and JOBS=3 have been compared on one machine,
-# quote figures from JOBS=1 only. Each module's checks write their
+# clock, eager's and torch.compile's). Compared on one H100 (docs/benchmarks.md, "Products on an
+# H100"), JOBS=3 broke the judge's clock at a launch-bound size (0.207 ms seen for a 0.0144 ms
+# kernel, 0.0157 at JOBS=1): quote figures from JOBS=1 only. Each module's checks write their
 # buffers to the temp folder (GiBs at benchmark sizes): on 2026-12-05 seven at a time filled an
 # H200 host's disk, so keep JOBS at 3 or less there, or point TMPDIR at a bigger disk.
 # SCRATCH: the folder for each problem's temp folder (default: the temp folder), for instance one
