@@ -162,7 +162,8 @@ def _placeholders(
 
 
 def _settings(module: torch.nn.Module) -> list[dict[str, Any]]:
-    """Numbers the user's own module classes hold (``self.eps``): compiled in as constants."""
+    """Numbers, flags and strings the user's own module classes hold (``self.eps``, ``self.causal``,
+    ``self.approximate``): compiled in as constants, or as the branch they chose."""
     out = []
     for prefix, sub in module.named_modules():
         if type(sub).__module__.startswith("torch."):
@@ -170,7 +171,7 @@ def _settings(module: torch.nn.Module) -> list[dict[str, Any]]:
         for name, value in vars(sub).items():
             if name.startswith("_") or name == "training":
                 continue
-            if isinstance(value, bool | int | float):
+            if isinstance(value, bool | int | float | str):
                 out.append({"path": f"{prefix}.{name}" if prefix else name, "value": value})
     return out
 

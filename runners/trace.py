@@ -135,6 +135,7 @@ def _trace(problem: verify.BuiltModule, args: list[Any]) -> dict[str, Any]:
         "nodes": nodes,
         "param_reads": [{"param": k, "what": what, "value": v} for (k, what), v in reads.items()],
         "input_reads": [{"input": k, "what": "dtype", "value": v} for k, v in tracer.input_reads.items()],
+        "settings": _settings(module, gm, make),
     }
 
 
@@ -310,9 +311,9 @@ def _numbers(gm: torch.fx.GraphModule) -> tuple[list[tuple[str, str]], dict[tupl
     return shape, numbers
 
 
-def _numeric_attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, Any]]:
-    """(dotted path, owner, name, value) for the float and int attributes forward may read:
-    on the module and on the submodules the tracer steps into (class attributes included)."""
+def _attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, Any]]:
+    """(dotted path, owner, name, value) for the attributes forward may read: on the module and on
+    the submodules the tracer steps into (class attributes included), but not torch's own."""
     tracer = _Tracer()
     out = []
     for prefix, sub in module.named_modules():
@@ -325,10 +326,40 @@ def _numeric_attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Mod
             names.update(vars(klass))
         names.update(vars(sub))
         for name, value in names.items():
-            if name.startswith("_") or isinstance(value, bool) or not isinstance(value, int | float):
-                continue
-            out.append((f"{prefix}.{name}" if prefix else name, sub, name, value))
+            if not name.startswith("_"):
+                out.append((f"{prefix}.{name}" if prefix else name, sub, name, value))
     return out
+
+
+def _numeric_attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, Any]]:
+    """The float and int attributes forward may read (:func:`_attributes`)."""
+    return [a for a in _attributes(module) if isinstance(a[3], int | float) and not isinstance(a[3], bool)]
+
+
+def _settings(
+    module: torch.nn.Module, gm: torch.fx.GraphModule, make: Callable[[], _Tracer]
+) -> list[dict[str, Any]]:
+    """The flag and string attributes forward reads (``self.is_causal``, ``self.approximate``), with
+    their values: each one whose other value traces another graph (a branch taken, an argument
+    passed), or no graph. Code built from the graph holds only while they keep these values
+    (``training`` aside: the original path takes training). The others (a layer's name) are left
+    free."""
+    traced = _described(gm)
+    out = []
+    for path, owner, name, value in _attributes(module):
+        if not isinstance(value, bool | str) or name == "training":
+            continue
+        other = _trace_with(
+            module, owner, name, (not value) if isinstance(value, bool) else value + "~", make
+        )
+        if other is None or _described(other) != traced:
+            out.append({"path": path, "value": value})
+    return out
+
+
+def _described(gm: torch.fx.GraphModule) -> list[tuple[str, str, str, str]]:
+    """Each node's op, target and arguments, as text: two graphs alike are the same computation."""
+    return [(n.op, str(n.target), repr(n.args), repr(n.kwargs)) for n in gm.graph.nodes]
 
 
 def _other_values(value: int | float) -> tuple[int | float, int | float]:

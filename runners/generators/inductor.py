@@ -378,21 +378,22 @@ def _checks(capture: dict[str, Any]) -> list[str]:
                 # Inductor's kernels index by the strides they were compiled for: contiguous ones.
                 f"{name} = {name}.contiguous()",
             ]
+    # Values come from the sandbox that ran the module: code only as a literal (repr) of a number,
+    # flag, string or None; the messages as JSON strings.
     for s in capture.get("settings", []):
-        path, value = s["path"], _literal(s["value"])
-        if not all(part.isidentifier() for part in path.split(".")):
+        path, raw = s["path"], s["value"]
+        if not all(part.isidentifier() for part in path.split(".")) or not isinstance(
+            raw, bool | int | float | str
+        ):
             continue
-        lines += [
-            f"if self.{path} != {value}:",
-            f'    raise ValueError("compiled for self.{path} == {value}; run kernelize again for others")',
-        ]
+        value = _literal(raw)
+        why = json.dumps(f"compiled for self.{path} == {value}; run kernelize again for others")
+        lines += [f"if self.{path} != {value}:", f"    raise ValueError({why})"]
     for f in capture.get("fixed_arguments", []):
         name, value = f["name"], _literal(f["value"])
         op = "is not" if f["value"] is None or isinstance(f["value"], bool) else "!="
-        lines += [
-            f"if {name} {op} {value}:",
-            f'    raise ValueError("compiled for {name}={value}; run kernelize again for others")',
-        ]
+        why = json.dumps(f"compiled for {name}={value}; run kernelize again for others")
+        lines += [f"if {name} {op} {value}:", f"    raise ValueError({why})"]
     return lines
 
 

@@ -383,3 +383,35 @@ def test_the_generic_graph_is_compiled_to_index_in_64_bits():
         assert patched
         assert not TritonScheduling.can_use_32bit_indexing(sympy.Integer(1024), [])
     assert SIMDScheduling.__dict__["can_use_32bit_indexing"] is original
+
+
+def test_the_settings_a_graph_was_compiled_for_are_checked_and_never_become_other_code():
+    """A flag or string the module holds chose a branch or an argument when Dynamo traced it: forward
+    checks it first. The values come from the sandbox that ran the module's code, so each is code
+    only as a literal, and the message a JSON string (a quote in a string attribute stays text)."""
+    from types import SimpleNamespace
+
+    from runners.generators.inductor import _checks
+
+    forged = 'a"); import os; ("'
+    capture = {
+        "placeholders": [],
+        "settings": [
+            {"path": "mode", "value": forged},
+            {"path": "causal", "value": True},
+            {"path": "eps", "value": 1e-6},
+            {"path": "x; import os", "value": 1},  # not a path of names: no check, no code
+            {"path": "table", "value": ["__import__('os')"]},  # not a plain value: likewise
+        ],
+    }
+    lines = _checks(capture)
+    code = "def check(self):\n" + "\n".join(f"    {line}" for line in lines) + "\n    return 'ran'"
+    assert not any(isinstance(node, ast.Import) for node in ast.walk(ast.parse(code)))
+    assert len([line for line in lines if line.startswith("if ")]) == 3
+    namespace: dict[str, Any] = {}
+    exec(code, namespace)
+    assert namespace["check"](SimpleNamespace(mode=forged, causal=True, eps=1e-6)) == "ran"
+    with pytest.raises(ValueError, match=r"^compiled for self\.causal == True; run kernelize again"):
+        namespace["check"](SimpleNamespace(mode=forged, causal=False, eps=1e-6))
+    with pytest.raises(ValueError, match=r"^compiled for self\.mode == 'a\"\); import os; \(\"'"):
+        namespace["check"](SimpleNamespace(mode="other", causal=True, eps=1e-6))

@@ -131,6 +131,15 @@ def read_guards(trace: dict[str, Any]) -> list[tuple[str, str]]:
             raise Unsupported(f"the trace read the dtype of {arg} as {str(value)[:80]!r}")
         check = f"{arg}.dtype != torch.{name}"
         out.append((check, f"the kernel is specialised to {arg}.dtype == torch.{name}"))
+    for setting in trace.get("settings", []):  # self.is_causal, self.approximate: traced as they were
+        path, value = setting.get("path"), setting.get("value")
+        if not (isinstance(path, str) and _PARAM_PATH.fullmatch(path)):
+            raise Unsupported(f"the trace read a setting named {str(path)[:80]!r}")
+        if not isinstance(value, bool | str):
+            raise Unsupported(f"the trace read self.{path} as {str(value)[:80]!r}")
+        out.append(
+            (f"{on_self(path)} != {value!r}", f"the kernel is specialised to self.{path} == {value!r}")
+        )
     return out
 
 
