@@ -112,6 +112,7 @@ The package, in the order a module goes through it:
 - ``columns.py``: a sum or mean over the first dimension of a 2-D input (``x.sum(dim=0)``);
 - ``pooling.py``: a masked mean over dim 1 of a ``[B, S, H]`` input (sentence-transformers' pooling);
 - ``attention.py``: attention probabilities, ``softmax(q @ k^T * scale)`` of two inputs;
+- ``sdpa.py``: ``F.scaled_dot_product_attention`` of three inputs (causal or not), one kernel;
 - here: the module's source put together, and ``TemplateGenerator``, which traces the module and
   picks the kind of kernel.
 """
@@ -124,7 +125,7 @@ from typing import Any
 
 from runners import sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.generators.template import attention, columns, pooling, products, tables
+from runners.generators.template import attention, columns, pooling, products, sdpa, tables
 from runners.generators.template.backward import Backward, render_backward, render_function
 from runners.generators.template.emit import (
     CUSTOM_OP,
@@ -170,6 +171,9 @@ def render_module_with_backward(
         return source, name, Kernel([], ""), grad_name
     if pooling.applies(trace):  # a masked mean over dim 1 of a [B, S, H] input
         source, name, grad_name = pooling.render_module(problem, trace, backward)
+        return source, name, Kernel([], ""), grad_name
+    if sdpa.applies(trace):  # F.scaled_dot_product_attention of three inputs: no backward
+        source, name, grad_name = sdpa.render_module(problem, trace, backward)
         return source, name, Kernel([], ""), grad_name
     if attention.applies(trace):  # softmax(q @ k^T * scale) of two inputs: no backward
         source, name, grad_name = attention.render_module(problem, trace, backward)
@@ -237,6 +241,8 @@ class TemplateGenerator:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
+        if sdpa.applies(res.payload):  # F.scaled_dot_product_attention of three inputs
+            return [sdpa.candidate(problem, res.payload, self.name)]
         if attention.applies(res.payload):  # softmax(q @ k^T * scale) of two inputs, before products
             return [attention.candidate(problem, res.payload, self.name)]
         if products.has_matmul(res.payload):  # matrix products: several kernels in sequence

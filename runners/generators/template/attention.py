@@ -44,7 +44,7 @@ from runners.generators.template.emit import (
 )
 from runners.generators.template.ir import Kernel, on_self, read_guards
 from runners.generators.template.ops import FLOAT_DTYPES, SPELLINGS, Unsupported
-from runners.source import class_parts
+from runners.source import ClassParts, class_parts
 
 _MATMUL = frozenset({"operator.matmul", "torch.matmul", "Tensor.matmul"})
 _TRANSPOSE = frozenset({"Tensor.transpose", "torch.transpose", "Tensor.swapaxes", "torch.swapaxes"})
@@ -437,10 +437,17 @@ def render_module(
         'original computation runs."""'
     )
     blocks = [_KERNEL.format(name=name), _LAUNCH.format(name=name), op_text]
+    return module_source(problem.class_name, parts, doc, blocks, forward, scale), name, None
+
+
+def module_source(
+    class_name: str, parts: ClassParts, doc: str, blocks: list[str], forward: list[str], scale: str
+) -> str:
+    """The module of an attention kernel (``custom_op_module``), with ``import math`` first where the
+    scale's expression uses it and the file does not import it."""
     if "math." in scale and "import math" not in parts.context:
-        blocks.insert(0, "import math")
-    source = custom_op_module(problem.class_name, parts, doc, blocks, forward)
-    return source, name, None
+        blocks = ["import math", *blocks]
+    return custom_op_module(class_name, parts, doc, blocks, forward)
 
 
 def candidate(problem: Problem, trace: dict[str, Any], generator: str) -> Candidate:
