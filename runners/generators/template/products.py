@@ -462,6 +462,9 @@ _GEMM_LAUNCH = '''
 # harmless) and keeps the fastest; a config that does not fit in shared memory is skipped. A size is N, K
 # and M rounded up to a power of two (M_BUCKET): a model called at many batch and sequence lengths tunes
 # once per bucket, not once per length (every tile shape is correct at any M; only its speed differs).
+# Float32 tiles multiply as three TF32 products, which hold three times the registers: compiled for
+# sm_90, the tutorial's large tiles spill 574 to 875 registers there (128 x 256 x 64 does not fit in
+# shared memory at all), so the last two are large tiles that float32 fits (0 and 25 spilled).
 _GEMM_CONFIGS = [
     triton.Config({"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8}, num_warps=w, num_stages=s)
     for m, n, k, w, s in (
@@ -473,6 +476,8 @@ _GEMM_CONFIGS = [
         (128, 32, 32, 4, 4),
         (64, 32, 32, 2, 5),
         (32, 64, 32, 2, 5),
+        (128, 128, 16, 8, 4),
+        (128, 128, 32, 8, 3),
     )
 ]
 
