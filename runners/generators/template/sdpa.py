@@ -5,20 +5,21 @@ A module whose forward is the attention core of a decoder layer::
 
     return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-Eager PyTorch picks a fused kernel by dtype and size; for float32 no tensor-core one exists, and
-torch.compile leaves the call to the same kernel. Here one program owns ``BLOCK_M`` query rows of
-one batch and head: it walks the keys ``BLOCK_N`` at a time, multiplies (``tl.dot``), keeps each
-row's running maximum and sum of exponentials (rescaled when the maximum grows) and accumulates
-the exponentials times the values, then divides once and writes ``[BLOCK_M, Ev]`` in the inputs'
-dtype. With ``is_causal`` query row ``i`` sees keys ``0..i`` (PyTorch's mask, aligned to the top
-left when the lengths differ), and a program stops at the last key its rows can see. The inputs
-are read through their strides (``x.transpose(1, 2)`` views are not copied); ``E`` and ``Ev`` are
-constexpr blocks of up to 256.
+Eager PyTorch picks a fused kernel by dtype and size, and torch.compile leaves the call to the same
+kernel (how fast eager's float32 attention runs on a GPU is to be measured). Here one program owns
+``BLOCK_M`` query rows of one batch and head: it walks the keys ``BLOCK_N`` at a time, multiplies
+(``tl.dot``), keeps each row's running maximum and sum of exponentials (rescaled when the maximum
+grows) and accumulates the exponentials times the values, then divides once and writes ``[BLOCK_M,
+Ev]`` in the inputs' dtype. With ``is_causal`` query row ``i`` sees keys ``0..i`` (PyTorch's mask,
+aligned to the top left when the lengths differ), and a program stops at the last key its rows can
+see. The inputs are read through their strides (``x.transpose(1, 2)`` views are not copied); ``E``
+and ``Ev`` are constexpr blocks of up to 256.
 
 The call is read from the trace: ``query``, ``key`` and ``value`` forward inputs of three or four
 dimensions with the same leading ones; no mask, no dropout, no grouped-query broadcast;
-``is_causal`` and ``scale`` literals or module attributes (read at call time). Anything else is
-declined by name, as is any other node in the graph.
+``is_causal`` a flag as traced (a module's flag becomes a guard: ``ir.read_guards``), ``scale`` a
+number or a module's numeric attribute (read at call time). Anything else is declined by name, as
+is any other node in the graph.
 
 On CUDA, float16 and bfloat16 tiles multiply on tensor cores (the probabilities cast to the values'
 dtype, as fused attention kernels do) and float32 tiles as three TF32 products (``tf32x3``), as
@@ -88,14 +89,13 @@ def _fail(node: dict[str, Any], why: str) -> Unsupported:
     return Unsupported(f"{why} in scaled dot-product attention ({target}, node {node['name']!r})")
 
 
-def _setting(node: dict[str, Any], value: Any, kinds: tuple[type, ...], what: str) -> str:
-    """The forward expression of ``is_causal`` or ``scale``: a literal, or a module attribute read
-    at call time."""
-    if isinstance(value, dict) and "attr" in value and isinstance(value.get("value"), kinds):
+def _scale(node: dict[str, Any], value: Any) -> str:
+    """The forward expression of ``scale``: a number, or a module attribute read at call time."""
+    if isinstance(value, dict) and "attr" in value and isinstance(value.get("value"), int | float):
         return on_self(value["attr"])
-    if isinstance(value, kinds) and (bool in kinds or not isinstance(value, bool)):
+    if isinstance(value, int | float) and not isinstance(value, bool):
         return repr(value)
-    raise _fail(node, f"unsupported {what} {value!r}")
+    raise _fail(node, f"unsupported scale {value!r}")
 
 
 class _Call:
@@ -135,9 +135,13 @@ class _Call:
             raise _fail(call, f"unsupported dropout_p {bound.get('dropout_p')!r}: only 0")
         if bound.get("enable_gqa", False) is not False:
             raise _fail(call, "unsupported enable_gqa: only False")
-        self.causal = _setting(call, bound.get("is_causal", False), (bool,), "is_causal")
+        # A flag reaches the trace as it was (self.is_causal too: its guard is read_guards'), so a
+        # literal here.
+        self.causal = bound.get("is_causal", False)
+        if not isinstance(self.causal, bool):
+            raise _fail(call, f"unsupported is_causal {self.causal!r}")
         scale = bound.get("scale")
-        self.scale = None if scale is None else _setting(call, scale, (int, float), "scale")
+        self.scale = None if scale is None else _scale(call, scale)
         q, k, v = tensors
         self.q, self.k, self.v = q["target"], k["target"], v["target"]
         qs, ks, vs = q["shape"], k["shape"], v["shape"]
@@ -303,7 +307,7 @@ def render_module(
     # PyTorch's default scale: 1 / sqrt(E), in double precision, then float.
     scale = f"float({call.scale})" if call.scale is not None else f"1.0 / math.sqrt({q}.shape[-1])"
     forward = [f"def forward({parts.signature}){parts.returns}:", *guard_lines(guards)]
-    forward += wrap(f"return {op}", [q, k, v, scale, f"bool({call.causal})"], "    ")
+    forward += wrap(f"return {op}", [q, k, v, scale, repr(call.causal)], "    ")
     doc = (
         f'"""{problem.class_name} as one Triton kernel, {name} (attention\'s forward: the scores of a '
         "block of query rows\nagainst the keys, never stored, folded into the output as they go). "
