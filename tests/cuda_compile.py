@@ -104,3 +104,28 @@ def compile_for_cuda(
     assert done.returncode == 0, done.stderr[-4000:]
     result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
     return result
+
+
+def compile_each_config(
+    source: str, path: Path, kernel: str, constexprs: dict[str, Any], floats: tuple[str, ...] = ()
+) -> list[tuple[Any, dict[str, Any]]]:
+    """Each config ``{kernel}_autotuned`` of the generated ``source`` tunes over, compiled for sm_90
+    (:func:`compile_for_cuda`) with ``constexprs`` besides its own: (config, result) in order. The
+    source is written to ``path`` and run here to read the configs (no launch)."""
+    path.write_text(source, encoding="utf-8")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    return [
+        (
+            config,
+            compile_for_cuda(
+                path,
+                kernel,
+                {**config.kwargs, **constexprs},
+                num_warps=config.num_warps,
+                num_stages=config.num_stages,
+                floats=floats,
+            ),
+        )
+        for config in namespace[f"{kernel}_autotuned"].configs
+    ]

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from runners.generators.template import Unsupported
-from tests.cuda_compile import compile_for_cuda
+from tests.cuda_compile import compile_each_config
 from tests.runners.test_template_reductions import _generate, _modules, fresh_python
 
 HEADER = "import math\n"
@@ -142,21 +142,12 @@ def test_every_autotuned_config_compiles_for_an_h100_without_heavy_spills(tmp_pa
     registers. Every runner that checks the kernel compiles them all, so the list stays short; the
     configs left out spilled 80 to 2,927 registers (these 0 to 26, Triton 3.9's ptxas)."""
     source, name, _ = _generate(tmp_path, HEADER + SQRT, "[torch.randn(2, 2, 8, 16)] * 2")
-    path = tmp_path / "attention_kernel.py"
-    path.write_text(source, encoding="utf-8")
-    namespace: dict[str, object] = {}
-    exec(compile(source, str(path), "exec"), namespace)
-    configs = namespace[f"{name}_autotuned"].configs  # type: ignore[attr-defined]
-    assert len(configs) == 4
-    for config in configs:
-        got = compile_for_cuda(
-            path,
-            name,
-            {**config.kwargs, "BLOCK_D": 64, "DOT_FP32": False},
-            num_warps=config.num_warps,
-            num_stages=config.num_stages,
-            floats=("scale",),
-        )
+    settings = {"BLOCK_D": 64, "DOT_FP32": False}
+    compiled = compile_each_config(
+        source, tmp_path / "attention_kernel.py", name, settings, floats=("scale",)
+    )
+    assert len(compiled) == 4
+    for config, got in compiled:
         assert got["ok"], (config, got)
         assert got["shared_bytes"] <= 227 * 1024, (config, got)
         assert got["spills"] <= 30, (config, got)
