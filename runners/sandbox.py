@@ -1191,8 +1191,10 @@ def _run_generator(gen: Any, out: Any, ask_fd: int) -> Any:
     try:
         interim = next(gen)
         while True:
-            _write_frame(out, json.dumps({"_interim": interim}, default=str).encode("utf-8"))
-            with gpu_paused():  # the parent's answer may take a while: no share held meanwhile
+            # the share goes before the parent hears of the interim (its answer may take a while,
+            # and it may time another runner first: it must find no share held)
+            with gpu_paused():
+                _write_frame(out, json.dumps({"_interim": interim}, default=str).encode("utf-8"))
                 head = _read_exact(ask_fd, _FRAME.size)
                 (n,) = _FRAME.unpack(head) if head else (0,)
                 body = _read_exact(ask_fd, n) if n else b""

@@ -199,7 +199,18 @@ def _shared_elsewhere_blocks() -> bool:
 
 
 def two_phase_holding(req: dict[str, Any]) -> Any:
-    """Yields midway, saying whether this child held its share before the yield and after it."""
+    """Yields midway, saying whether this child held its share before the yield and after it.
+    Each frame it sends is followed by a pause (a child descheduled right after writing): the parent
+    must find no share held however soon it reads the interim frame."""
+    from runners import sandbox
+
+    written = sandbox._write_frame
+
+    def slow(out: Any, data: bytes) -> None:
+        written(out, data)
+        time.sleep(0.3)
+
+    sandbox._write_frame = slow  # type: ignore[assignment]
     before = _shared_elsewhere_blocks()
     yield {"phase": 1}
     return {"share_before": before, "share_after": _shared_elsewhere_blocks()}
