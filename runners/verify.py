@@ -1003,8 +1003,8 @@ def evaluate(req: dict[str, Any]) -> dict[str, Any]:
         result.update(status="error", reason=str(exc))
     except torch.cuda.OutOfMemoryError as exc:
         result.update(status="error", reason=describe_exc(exc, "out of GPU memory"))
-    except MemoryError:
-        result.update(status="error", reason="exceeded the memory limit")
+    except MemoryError:  # Python's own allocation failed under the limit (torch's raises below)
+        result.update(status="error", reason="check 7: exceeded the memory limit (MemoryError)")
     except Exception as exc:
         reason = describe_exc(exc, "raised")
         if "can't allocate memory" in reason or "out of memory" in reason.lower():

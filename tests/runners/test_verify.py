@@ -499,3 +499,22 @@ def test_a_reference_in_its_own_dtype_allows_the_originals_own_error_and_no_more
     biased = native * (1 + 4 * own[1])  # every element a little off: the L2 bound
     with pytest.raises(Mismatch, match="relative L2 error"):
         compare(biased, native, native, "above", False, "cpu", own=[(1.0, own[1])])
+
+
+@pytest.mark.parametrize(
+    "exc",
+    [
+        MemoryError(),  # Python's own allocation (a list of hoarded tensors growing)
+        RuntimeError("[enforce fail at alloc_cpu.cpp:121] DefaultCPUAllocator: can't allocate memory"),
+    ],
+)
+def test_every_allocation_failing_under_the_limit_is_check_7s_memory_limit(monkeypatch, exc):
+    """However the limit shows itself inside the runner, the reason names the check and the limit."""
+
+    def hog(req, result):
+        raise exc
+
+    monkeypatch.setattr(verify, "_evaluate", hog)
+    result = verify.evaluate({"device": "cpu"})
+    assert result["status"] == "error"
+    assert result["reason"].startswith("check 7: exceeded the memory limit"), result["reason"]
