@@ -18,13 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from runners import trace, verify
 from runners.generators.base import Problem
 from runners.generators.template import TemplateGenerator, Unsupported, products
 from runners.judge import COMPILE_KERNELS, TRAINING_ORIGINAL
 from runners.pipeline import problems_for
-from tests.cuda_compile import compile_for_cuda
+from tests.cuda_compile import compile_each_config, compile_for_cuda
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -198,9 +199,12 @@ def test_linear_with_its_bias_and_activation_is_one_kernel(tmp_path):
     # Launch: autotuned on CUDA, plain under the interpreter; a custom op with a fake for torch.compile.
     assert "def _launch_config(kernel, autotuned, M, N, K, on_cuda):" in source
     assert (
-        '_fc_gelu_kernel_autotuned = triton.autotune(configs=_GEMM_CONFIGS, key=["M_BUCKET", "N", "K"])('
-        in source
-    )
+        "_fc_gelu_kernel_autotuned = triton.autotune(\n"
+        "    configs=_GEMM_CONFIGS,\n"
+        '    key=["M_BUCKET", "N", "K"],\n'
+        '    prune_configs_by={"early_config_prune": _gemm_configs_for},\n'
+        ")(_fc_gelu_kernel)"
+    ) in source
     assert (
         "@_custom_op\ndef _fc_gelu(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None)"
         in source
@@ -272,27 +276,60 @@ def test_the_product_kernel_compiles_for_the_gpu(tmp_path, dot_fp32):
     assert compiled["ok"], compiled
 
 
-@pytest.mark.parametrize("tile", [(128, 128, 16, 8, 4), (128, 128, 32, 8, 3)])
-def test_float32_has_large_tiles_that_compile_without_heavy_spills(tmp_path, tile):
-    """Float32 tiles multiply as three TF32 products: the tutorial's large tiles spill hundreds of
-    registers there (574 to 875 for sm_90, Triton 3.9's ptxas), so the autotuner also gets large tiles
-    that float32 fits."""
-    problem, graph = _problem(tmp_path, "LinearGELU")
-    source, names = products.render_module(problem, graph)
-    path = tmp_path / "generated.py"
+def _run(source: str, path: Path) -> dict[str, Any]:
+    """The generated module's names (run from a file: ``triton.jit`` reads its source)."""
     path.write_text(source, encoding="utf-8")
-    m, n, k, warps, stages = tile
     namespace: dict[str, Any] = {}
     exec(compile(source, str(path), "exec"), namespace)
-    tried = {
-        (c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.kwargs["BLOCK_K"], c.num_warps, c.num_stages)
-        for c in namespace["_GEMM_CONFIGS"]  # type: ignore[attr-defined]
-    }
-    assert tile in tried
-    blocks = {"BLOCK_M": m, "BLOCK_N": n, "BLOCK_K": k, "GROUP_M": 8, "HAS_BIAS": True, "DOT_FP32": False}
-    got = compile_for_cuda(path, names[0], blocks, num_warps=warps, num_stages=stages)
-    assert got["ok"], got
-    assert got["shared_bytes"] <= 227 * 1024 and got["spills"] <= 30, got
+    return namespace
+
+
+def _tile(config: Any) -> tuple[int, ...]:
+    k = config.kwargs
+    return (k["BLOCK_M"], k["BLOCK_N"], k["BLOCK_K"], config.num_warps, config.num_stages)
+
+
+def test_float32_operands_do_not_try_the_tiles_that_spill_in_float32(tmp_path):
+    problem, graph = _problem(tmp_path, "LinearGELU")
+    source, _ = products.render_module(problem, graph)
+    namespace = _run(source, tmp_path / "generated.py")
+    configs, prune = namespace["_GEMM_CONFIGS"], namespace["_gemm_configs_for"]
+
+    def tried(a_dtype: torch.dtype, w_dtype: torch.dtype) -> list[tuple[int, ...]]:
+        operands = {"a_ptr": torch.empty(1, dtype=a_dtype), "w_ptr": torch.empty(1, dtype=w_dtype)}
+        return [_tile(c) for c in prune(configs, operands, M=64, N=64, K=64)]
+
+    spilling = [(128, 256, 64, 8, 3), (64, 256, 32, 4, 4), (128, 128, 32, 4, 4)]
+    everything = [_tile(c) for c in configs]
+    assert tried(torch.float32, torch.float32) == [t for t in everything if t not in spilling]
+    assert tried(torch.float16, torch.float32) == tried(torch.float32, torch.float32)
+    assert tried(torch.float16, torch.float16) == everything
+    assert tried(torch.bfloat16, torch.bfloat16) == everything
+
+
+def test_the_tiles_float32_tries_spill_little_and_those_it_skips_spill_hundreds(tmp_path):
+    """Compiled for sm_90 (float32 pointers, Triton's ptxas): what the pruning keeps and drops for
+    float32 is what ptxas makes of it, not a guess. Float32 tiles multiply as three TF32 products, so
+    the tutorial's large tiles spill hundreds of registers there; the autotuner also gets two large
+    tiles that float32 fits."""
+    problem, graph = _problem(tmp_path, "LinearGELU")
+    source, names = products.render_module(problem, graph)
+    namespace = _run(source, tmp_path / "generated.py")
+    operands = {"a_ptr": torch.empty(1), "w_ptr": torch.empty(1)}
+    kept = {_tile(c) for c in namespace["_gemm_configs_for"](namespace["_GEMM_CONFIGS"], operands)}
+    compiled = compile_each_config(
+        source, tmp_path / "generated.py", names[0], {"HAS_BIAS": True, "DOT_FP32": False}
+    )
+    large = {(128, 128, 16, 8, 4), (128, 128, 32, 8, 3)}
+    assert large <= kept
+    for config, got in compiled:
+        assert got["ok"], got
+        if _tile(config) in kept:
+            assert got["spills"] <= 100 and got["shared_bytes"] <= 227 * 1024, (config, got)
+        else:
+            assert got["spills"] >= 500, (config, got)
+        if _tile(config) in large:
+            assert got["spills"] <= 30, (config, got)
 
 
 def test_work_a_tile_cannot_hold_gets_a_kernel_of_its_own(tmp_path):
