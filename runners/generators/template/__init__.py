@@ -138,7 +138,7 @@ from runners.generators.template.emit import (
     render_kernel,
     render_launch,
 )
-from runners.generators.template.ir import Kernel
+from runners.generators.template.ir import Kernel, check_names
 from runners.generators.template.lowering import Builder
 from runners.generators.template.ops import Unsupported
 from runners.source import NotStandalone, class_parts
@@ -241,6 +241,10 @@ class TemplateGenerator:
             raise GeneratorError(f"template: tracing failed: {res.reason}")
         if not res.payload.get("ok"):
             raise GeneratorDeclined(f"template: {res.payload.get('reason', 'tracing failed')}")
+        try:
+            check_names(res.payload)  # written by the sandbox that ran the module's code
+        except Unsupported as exc:
+            raise GeneratorDeclined(f"template: {exc}") from None
         if sdpa.applies(res.payload):  # F.scaled_dot_product_attention of three inputs
             return [sdpa.candidate(problem, res.payload, self.name)]
         if attention.applies(res.payload):  # softmax(q @ k^T * scale) of two inputs, before products

@@ -7,6 +7,7 @@ read, runtime dtype promotion, and the nodes a node's arguments name.
 
 from __future__ import annotations
 
+import keyword
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -88,9 +89,65 @@ class Kernel:
         return any(isinstance(s, Reduce) for s in self.body)
 
 
+def _is_name(part: Any) -> bool:
+    return isinstance(part, str) and part.isidentifier() and part.isascii() and not keyword.iskeyword(part)
+
+
+def module_path(path: Any) -> str:
+    """``path`` if it names a submodule or parameter of the module (``norm``, ``net.1``,
+    ``blocks.0.weight``): names and container indices, the first a name; else ``Unsupported``."""
+    parts: list[str] = path.split(".") if isinstance(path, str) else [""]
+    if not _is_name(parts[0]) or not all(_is_name(p) or (p.isascii() and p.isdigit()) for p in parts):
+        raise Unsupported(f"the trace names {str(path)[:80]!r}, which is not an attribute path")
+    return str(path)
+
+
+def attribute_path(path: Any) -> str:
+    """``path`` if it names an attribute of the module (``eps``, ``norm.eps``, ``blocks.0.eps``):
+    :func:`module_path`, its last part a name; else ``Unsupported``."""
+    if not _is_name(module_path(path).rpartition(".")[2]):
+        raise Unsupported(f"the trace names {str(path)[:80]!r}, which is not an attribute path")
+    return str(path)
+
+
+def check_names(trace: dict[str, Any]) -> None:
+    """Refuse a trace any of whose names would not be a name in code. The trace comes from the
+    sandbox that ran the module's code, which could have written any of it, and its names become
+    code: nodes' names are variables, placeholders' names arguments, attribute paths ``self.…``
+    expressions. So each is checked before anything is written from it (``Unsupported``)."""
+    for node in trace.get("nodes", []):
+        if not _is_name(node.get("name")):
+            raise Unsupported(f"the trace names a node {str(node.get('name'))[:80]!r}")
+        op, target = node.get("op"), node.get("target")
+        if op == "placeholder" and not _is_name(target.lstrip("*") if isinstance(target, str) else None):
+            raise Unsupported(f"the trace names an argument of forward {str(target)[:80]!r}")
+        if op in ("get_attr", "call_module"):
+            module_path(target)
+        for param in (node.get("params") or {}).values():
+            module_path(param.get("target") if isinstance(param, dict) else None)
+        _check_refs([node.get("args"), node.get("kwargs")])
+    for setting in trace.get("settings", []):
+        attribute_path(setting.get("path") if isinstance(setting, dict) else None)
+
+
+def _check_refs(value: Any) -> None:
+    if isinstance(value, dict):
+        if "node" in value and not _is_name(value["node"]):
+            raise Unsupported(f"the trace names a node {str(value['node'])[:80]!r}")
+        for key in ("attr", "derived"):
+            if key in value:
+                attribute_path(value[key])
+        for item in value.values():
+            _check_refs(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_refs(item)
+
+
 def on_self(path: str) -> str:
-    """``self.norm.eps``; ``self.get_submodule("blocks.0").eps`` inside containers (``blocks.0.eps``)."""
-    owner, _, attr = path.rpartition(".")
+    """``self.norm.eps``; ``self.get_submodule("blocks.0").eps`` inside containers (``blocks.0.eps``).
+    ``Unsupported`` for anything but an attribute path (:func:`attribute_path`)."""
+    owner, _, attr = attribute_path(path).rpartition(".")
     if not owner or all(part.isidentifier() for part in owner.split(".")):
         return f"self.{path}"
     return f'self.get_submodule("{owner}").{attr}'
