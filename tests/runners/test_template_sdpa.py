@@ -10,7 +10,6 @@ verifies KernelBench-style causal attention on the CPU.
 
 from __future__ import annotations
 
-import json
 import textwrap
 
 import pytest
@@ -18,8 +17,8 @@ import torch
 import torch.nn.functional as F
 
 from runners.generators.template import Unsupported
-from runners.judge import COMPILE_KERNELS, TRAINING_ORIGINAL
 from tests.cuda_compile import compile_each_config
+from tests.runners.template_cli import verify_one_kernel
 from tests.runners.test_template_reductions import _generate, _modules, fresh_python
 
 CAUSAL = """
@@ -171,19 +170,4 @@ E2E = textwrap.dedent(
 
 
 def test_cli_verifies_causal_attention_on_cpu(cli, tmp_path):
-    path = tmp_path / "causal.py"
-    path.write_text(E2E, encoding="utf-8")
-    report_path = tmp_path / "report.json"
-    options = ["--generator", "template", "--device", "cpu", "--json", str(report_path), "--quiet"]
-    rc, _, stderr = cli(
-        ["run", f"{path}::CausalAttention", *options, "--timeout", "600"], env={"TRITON_INTERPRET": "1"}
-    )
-    assert rc == 0, stderr
-    (module,) = json.loads(report_path.read_text(encoding="utf-8"))["modules"]
-    (cand,) = module["candidates"]
-    assert cand["status"] == "correct", cand["reason"]
-    assert cand["provenance"]["kernel"] == "_sdpa_fwd_kernel"
-    assert cand["triton_launches"] == 1 and cand["torch_ops_kept"] == []
-    assert cand["compiled"] == COMPILE_KERNELS, cand["compiled"]
-    assert cand["training"] == TRAINING_ORIGINAL  # no backward: autograd runs the original
-    assert module["best"] == cand["id"]
+    verify_one_kernel(cli, tmp_path, E2E, "CausalAttention", "_sdpa_fwd_kernel")

@@ -113,6 +113,7 @@ The package, in the order a module goes through it:
 - ``pooling.py``: a masked mean over dim 1 of a ``[B, S, H]`` input (sentence-transformers' pooling);
 - ``attention.py``: attention probabilities, ``softmax(q @ k^T * scale)`` of two inputs;
 - ``sdpa.py``: ``F.scaled_dot_product_attention`` of three inputs (causal or not), one kernel;
+- ``windows.py``: 2-D max and average pooling of an input (``nn.MaxPool2d``, ``F.avg_pool2d``);
 - here: the module's source put together, and ``TemplateGenerator``, which traces the module and
   picks the kind of kernel.
 """
@@ -125,7 +126,7 @@ from typing import Any
 
 from runners import sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
-from runners.generators.template import attention, columns, pooling, products, sdpa, tables
+from runners.generators.template import attention, columns, pooling, products, sdpa, tables, windows
 from runners.generators.template.backward import Backward, render_backward, render_function
 from runners.generators.template.emit import (
     CUSTOM_OP,
@@ -138,7 +139,7 @@ from runners.generators.template.emit import (
     render_kernel,
     render_launch,
 )
-from runners.generators.template.ir import Kernel, check_names
+from runners.generators.template.ir import Kernel, check_names, require_direct
 from runners.generators.template.lowering import Builder
 from runners.generators.template.ops import Unsupported
 from runners.source import NotStandalone, class_parts
@@ -163,9 +164,7 @@ def render_module_with_backward(
 
     With ``backward``, a kernel whose every op has a derivative rule gets a backward kernel and an
     autograd.Function launching both; the others (and ``backward=False``) get the forward alone."""
-    if not trace.get("direct_module", False):
-        bases = ", ".join(trace.get("bases", [])) or "another class"
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     if columns.applies(trace):  # a sum over the first dimension: one program per block of columns
         source, name, grad_name = columns.render_module(problem, trace, backward)
         return source, name, Kernel([], ""), grad_name
@@ -174,6 +173,9 @@ def render_module_with_backward(
         return source, name, Kernel([], ""), grad_name
     if sdpa.applies(trace):  # F.scaled_dot_product_attention of three inputs: no backward
         source, name, grad_name = sdpa.render_module(problem, trace, backward)
+        return source, name, Kernel([], ""), grad_name
+    if windows.applies(trace):  # 2-D max or average pooling of an input: no backward
+        source, name, grad_name = windows.render_module(problem, trace, backward)
         return source, name, Kernel([], ""), grad_name
     if attention.applies(trace):  # softmax(q @ k^T * scale) of two inputs: no backward
         source, name, grad_name = attention.render_module(problem, trace, backward)
@@ -247,6 +249,8 @@ class TemplateGenerator:
             raise GeneratorDeclined(f"template: {exc}") from None
         if sdpa.applies(res.payload):  # F.scaled_dot_product_attention of three inputs
             return [sdpa.candidate(problem, res.payload, self.name)]
+        if windows.applies(res.payload):  # 2-D max or average pooling of an input
+            return [windows.candidate(problem, res.payload, self.name)]
         if attention.applies(res.payload):  # softmax(q @ k^T * scale) of two inputs, before products
             return [attention.candidate(problem, res.payload, self.name)]
         if products.has_matmul(res.payload):  # matrix products: several kernels in sequence

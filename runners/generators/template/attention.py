@@ -42,7 +42,7 @@ from runners.generators.template.emit import (
     op_source,
     wrap,
 )
-from runners.generators.template.ir import Kernel, on_self, read_guards
+from runners.generators.template.ir import Kernel, on_self, read_guards, require_direct
 from runners.generators.template.ops import FLOAT_DTYPES, SPELLINGS, Unsupported
 from runners.source import ClassParts, class_parts
 
@@ -411,9 +411,7 @@ def render_module(
 ) -> tuple[str, str, str | None]:
     """(source, kernel name, None: no backward) for traced attention probabilities."""
     del backward  # forward only: under autograd the suggestion keeps the original computation
-    bases = ", ".join(trace.get("bases", [])) or "another class"
-    if not trace.get("direct_module", False):
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     graph = _Attention(trace)
     graph.read()
     q, k = graph.q, graph.k  # forward arguments: the trace's placeholders

@@ -110,6 +110,13 @@ def attribute_path(path: Any) -> str:
     return str(path)
 
 
+def require_direct(class_name: str, trace: dict[str, Any]) -> None:
+    """``Unsupported`` unless the traced class derives from ``nn.Module`` itself."""
+    if not trace.get("direct_module", False):
+        bases = ", ".join(trace.get("bases", [])) or "another class"
+        raise Unsupported(f"{class_name} derives from {bases}; only direct nn.Module subclasses")
+
+
 def check_names(trace: dict[str, Any]) -> None:
     """Refuse a trace any of whose names would not be a name in code. The trace comes from the
     sandbox that ran the module's code, which could have written any of it, and its names become

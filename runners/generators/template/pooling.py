@@ -37,7 +37,7 @@ from runners.generators.template.emit import (
     op_source,
     wrap,
 )
-from runners.generators.template.ir import Kernel, on_self, read_guards
+from runners.generators.template.ir import Kernel, on_self, read_guards, require_direct
 from runners.generators.template.ops import FLOAT_DTYPES, INT_DTYPES, SPELLINGS, Unsupported
 from runners.source import class_parts
 
@@ -322,9 +322,7 @@ def render_module(
     problem: Problem, trace: dict[str, Any], backward: bool = True
 ) -> tuple[str, str, str | None]:
     """(source, forward kernel name, backward kernel name or None) for a traced masked mean pooling."""
-    if not trace.get("direct_module", False):
-        bases = ", ".join(trace.get("bases", [])) or "another class"
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     pooling = _Pooling(trace)
     pooling.read()
     parts = class_parts(problem.source, problem.class_name)

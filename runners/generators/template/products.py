@@ -70,6 +70,7 @@ from runners.generators.template.ir import (
     node_refs,
     on_self,
     read_guards,
+    require_direct,
 )
 from runners.generators.template.lowering import Builder
 from runners.generators.template.ops import COL, DTYPE, FULL, HALVES, SHAPE, SIZE, SPELLINGS, Unsupported
@@ -784,9 +785,7 @@ def _arg_name(expr: str) -> str:
 
 def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, list[str]]:
     """(source, kernel names in launch order) for a traced module with matrix products."""
-    if not trace.get("direct_module", False):
-        bases = ", ".join(trace.get("bases", [])) or "another class"
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     parts = class_parts(problem.source, problem.class_name)
     signature_args = {
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)

@@ -41,7 +41,7 @@ from runners.generators.template.emit import (
     op_source,
     wrap,
 )
-from runners.generators.template.ir import Kernel, on_self, read_guards
+from runners.generators.template.ir import Kernel, on_self, read_guards, require_direct
 from runners.generators.template.ops import FLOAT_DTYPES, Unsupported
 from runners.source import class_parts
 
@@ -290,9 +290,7 @@ def render_module(
 ) -> tuple[str, str, str | None]:
     """(source, kernel name, None: no backward) for a traced scaled_dot_product_attention call."""
     del backward  # forward only: under autograd the suggestion keeps the original computation
-    if not trace.get("direct_module", False):
-        bases = ", ".join(trace.get("bases", [])) or "another class"
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     call = _Call(trace)
     q, k, v = call.q, call.k, call.v
     if {"scale", "causal", "math"} & {q, k, v}:

@@ -45,7 +45,16 @@ from runners.generators.template.emit import (
     plain_pointwise_launch,
     wrap,
 )
-from runners.generators.template.ir import Kernel, Load, Value, dtype_expr, node_refs, promote, read_guards
+from runners.generators.template.ir import (
+    Kernel,
+    Load,
+    Value,
+    dtype_expr,
+    node_refs,
+    promote,
+    read_guards,
+    require_direct,
+)
 from runners.generators.template.lowering import Builder
 from runners.generators.template.ops import COL, DTYPE, FULL, HALF, OTHER, ROW, ROW_FLAT, SCALAR, Unsupported
 from runners.generators.template.products import forward_args
@@ -331,9 +340,7 @@ def render_op(kernel: Kernel, results: list[Value], name: str) -> tuple[str, str
 
 def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
     """(source, kernel name) for a traced module that builds tables."""
-    if not trace.get("direct_module", False):
-        bases = ", ".join(trace.get("bases", [])) or "another class"
-        raise Unsupported(f"{problem.class_name} derives from {bases}; only direct nn.Module subclasses")
+    require_direct(problem.class_name, trace)
     parts = class_parts(problem.source, problem.class_name)
     builder = _OuterBuilder(trace)
     builder.build()
