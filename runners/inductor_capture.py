@@ -163,12 +163,18 @@ def _placeholders(
 
 def _settings(module: torch.nn.Module) -> list[dict[str, Any]]:
     """Numbers, flags and strings the user's own module classes hold (``self.eps``, ``self.causal``,
-    ``self.approximate``): compiled in as constants, or as the branch they chose."""
+    ``self.approximate``), on the instance or on its class (``is_causal = True`` in the class body,
+    which an instance may set otherwise): compiled in as constants, or as the branch they chose."""
     out = []
     for prefix, sub in module.named_modules():
         if type(sub).__module__.startswith("torch."):
             continue
-        for name, value in vars(sub).items():
+        held: dict[str, Any] = {}
+        for cls in reversed(type(sub).__mro__):  # the user's classes, a subclass's values over its base's
+            if cls is not object and not cls.__module__.startswith("torch."):
+                held.update(vars(cls))
+        held.update(vars(sub))
+        for name, value in held.items():
             if name.startswith("_") or name == "training":
                 continue
             if isinstance(value, bool | int | float | str):

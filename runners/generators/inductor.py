@@ -46,6 +46,8 @@ from typing import Any
 
 from runners import pyast, sandbox
 from runners.generators.base import Candidate, GeneratorDeclined, GeneratorError, Problem
+from runners.generators.template.ir import on_self
+from runners.generators.template.ops import Unsupported
 from runners.normalize import Normalized, normalize
 from runners.source import ClassParts, NotStandalone, class_parts
 
@@ -380,15 +382,19 @@ def _checks(capture: dict[str, Any]) -> list[str]:
             ]
     # Values come from the sandbox that ran the module: code only as a literal (repr) of a number,
     # flag, string or None; the messages as JSON strings.
+    # A path that is not one of names and container indices is refused, never skipped: the graph may
+    # depend on the value it names.
     for s in capture.get("settings", []):
         path, raw = s["path"], s["value"]
-        if not all(part.isidentifier() for part in path.split(".")) or not isinstance(
-            raw, bool | int | float | str
-        ):
-            continue
+        if not isinstance(raw, bool | int | float | str):
+            continue  # no such setting is captured (only plain values are)
+        try:
+            held = on_self(path)  # self.norm.eps; self.get_submodule("blocks.0").eps
+        except Unsupported as exc:
+            raise NotStandaloneCapture(f"a setting of the capture: {exc}") from None
         value = _literal(raw)
         why = json.dumps(f"compiled for self.{path} == {value}; run kernelize again for others")
-        lines += [f"if self.{path} != {value}:", f"    raise ValueError({why})"]
+        lines += [f"if {held} != {value}:", f"    raise ValueError({why})"]
     for f in capture.get("fixed_arguments", []):
         name, value = f["name"], _literal(f["value"])
         op = "is not" if f["value"] is None or isinstance(f["value"], bool) else "!="

@@ -391,7 +391,7 @@ def test_the_settings_a_graph_was_compiled_for_are_checked_and_never_become_othe
     only as a literal, and the message a JSON string (a quote in a string attribute stays text)."""
     from types import SimpleNamespace
 
-    from runners.generators.inductor import _checks
+    from runners.generators.inductor import NotStandaloneCapture, _checks
 
     forged = 'a"); import os; ("'
     capture = {
@@ -400,18 +400,61 @@ def test_the_settings_a_graph_was_compiled_for_are_checked_and_never_become_othe
             {"path": "mode", "value": forged},
             {"path": "causal", "value": True},
             {"path": "eps", "value": 1e-6},
-            {"path": "x; import os", "value": 1},  # not a path of names: no check, no code
-            {"path": "table", "value": ["__import__('os')"]},  # not a plain value: likewise
+            {"path": "blocks.0.scale", "value": 2.0},  # inside a container: through get_submodule
+            {"path": "table", "value": ["__import__('os')"]},  # not a plain value: no check, no code
         ],
     }
     lines = _checks(capture)
     code = "def check(self):\n" + "\n".join(f"    {line}" for line in lines) + "\n    return 'ran'"
     assert not any(isinstance(node, ast.Import) for node in ast.walk(ast.parse(code)))
-    assert len([line for line in lines if line.startswith("if ")]) == 3
+    assert len([line for line in lines if line.startswith("if ")]) == 4
     namespace: dict[str, Any] = {}
     exec(code, namespace)
-    assert namespace["check"](SimpleNamespace(mode=forged, causal=True, eps=1e-6)) == "ran"
+    blocks = {"blocks.0": SimpleNamespace(scale=2.0)}
+    module = SimpleNamespace(mode=forged, causal=True, eps=1e-6, get_submodule=blocks.__getitem__)
+    assert namespace["check"](module) == "ran"
+    module.causal = False
     with pytest.raises(ValueError, match=r"^compiled for self\.causal == True; run kernelize again"):
-        namespace["check"](SimpleNamespace(mode=forged, causal=False, eps=1e-6))
+        namespace["check"](module)
+    module.causal, blocks["blocks.0"].scale = True, 0.5
+    with pytest.raises(ValueError, match=r"^compiled for self\.blocks\.0\.scale == 2\.0; run kernelize"):
+        namespace["check"](module)
+    for path in ("x; import os", "blocks.0", 'a").b'):  # not an attribute path: no candidate at all
+        with pytest.raises(NotStandaloneCapture, match="not an attribute path"):
+            _checks({"placeholders": [], "settings": [{"path": path, "value": 1}]})
     with pytest.raises(ValueError, match=r"^compiled for self\.mode == 'a\"\); import os; \(\"'"):
         namespace["check"](SimpleNamespace(mode="other", causal=True, eps=1e-6))
+
+
+def test_settings_held_by_the_class_and_inside_containers_are_captured():
+    """A flag in the class body (``is_causal = True``, as many attention classes hold it) is compiled
+    in like one set in ``__init__``; so are the settings of blocks in a ``ModuleList``. Each is
+    captured, so forward checks it (an instance that sets it otherwise gets the original)."""
+    from runners.inductor_capture import _settings
+
+    class Block(torch.nn.Module):
+        is_causal = True
+        eps = 1e-6
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.scale = 2.0
+
+    class Causal(Block):
+        eps = 1e-5  # a subclass's value over its base's
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([Block(), Causal()])
+            self.blocks[1].is_causal = False  # the instance's over its class's
+
+    got = {s["path"]: s["value"] for s in _settings(Model())}
+    assert got == {
+        "blocks.0.is_causal": True,
+        "blocks.0.eps": 1e-6,
+        "blocks.0.scale": 2.0,
+        "blocks.1.is_causal": False,
+        "blocks.1.eps": 1e-5,
+        "blocks.1.scale": 2.0,
+    }
