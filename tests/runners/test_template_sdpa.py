@@ -109,6 +109,19 @@ def test_forward_refuses_what_the_kernel_does_not_take(tmp_path):
         new(*(torch.randn(4, 16) for _ in range(3)))
 
 
+@fresh_python
+def test_forward_arguments_may_be_named_like_the_ops_own(tmp_path):
+    """The op's parameters are its own: forward's arguments may be called scale or causal. Only an
+    argument named math would hide the module the default scale is computed with."""
+    named = CAUSAL.replace("q, k, v", "scale, causal, value")
+    source, _, _ = _generate(tmp_path, named, INPUTS)
+    _, new = _modules(source)
+    q, k, v = (torch.randn(1, 2, 19, 16) for _ in range(3))
+    _check(new, q, k, v, is_causal=True)
+    with pytest.raises(Unsupported, match=r"^forward takes an argument named 'math'"):
+        _generate(tmp_path, CAUSAL.replace("q, k, v", "math, k, v"), INPUTS)
+
+
 NEAR_MISS = """
 class M(nn.Module):
     def forward(self, q, k, v):

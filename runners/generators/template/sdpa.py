@@ -293,10 +293,8 @@ def render_module(
     require_direct(problem.class_name, trace)
     call = _Call(trace)
     q, k, v = call.q, call.k, call.v
-    if {"scale", "causal", "math"} & {q, k, v}:
-        raise Unsupported(
-            "forward takes an argument named 'scale', 'causal' or 'math', which the launch uses"
-        )
+    if call.scale is None and "math" in {q, k, v}:  # forward computes the default scale with math
+        raise Unsupported("forward takes an argument named 'math', which the default scale uses")
     parts = class_parts(problem.source, problem.class_name)
     name = "_sdpa_fwd_kernel"
     op_text, op = _op(name)
