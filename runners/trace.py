@@ -340,21 +340,67 @@ def _settings(
     module: torch.nn.Module, gm: torch.fx.GraphModule, make: Callable[[], _Tracer]
 ) -> list[dict[str, Any]]:
     """The flag and string attributes forward reads (``self.is_causal``, ``self.approximate``), with
-    their values: each one whose other value traces another graph (a branch taken, an argument
-    passed), or no graph. Code built from the graph holds only while they keep these values
-    (``training`` aside: the original path takes training). The others (a layer's name) are left
-    free."""
+    their values: each one forward read while it was traced, and each one whose other value traces
+    another graph (a branch taken, an argument passed), or no graph. Code built from the graph holds
+    only while they keep these values (``training`` aside: the original path takes training). The
+    others (a layer's name nothing reads) are left free.
+
+    Flipping one at a time alone would miss flags that matter only together (``if self.a and
+    self.b:`` traced with both False: either flipped alone traces the same graph); the reads catch
+    them, since forward reads ``self.a`` at least."""
+    flags = [a for a in _attributes(module) if isinstance(a[3], bool | str) and a[2] != "training"]
+    read = _reads(module, flags, make)
     traced = _described(gm)
     out = []
-    for path, owner, name, value in _attributes(module):
-        if not isinstance(value, bool | str) or name == "training":
-            continue
-        other = _trace_with(
-            module, owner, name, (not value) if isinstance(value, bool) else value + "~", make
-        )
-        if other is None or _described(other) != traced:
-            out.append({"path": path, "value": value})
+    for path, owner, name, value in flags:
+        if (id(owner), name) not in read:
+            other = _trace_with(
+                module, owner, name, (not value) if isinstance(value, bool) else value + "~", make
+            )
+            if other is not None and _described(other) == traced:
+                continue
+        out.append({"path": path, "value": value})
     return out
+
+
+def _reads(
+    module: torch.nn.Module, flags: list[tuple[str, torch.nn.Module, str, Any]], make: Callable[[], _Tracer]
+) -> set[tuple[int, str]]:
+    """(id of the owner, name) of each of ``flags`` that forward reads while it is traced once more:
+    each owner's class is swapped for a subclass that notes reads of those names. An owner whose class
+    cannot be swapped counts as reading them all, as does a trace that fails."""
+    names: dict[int, set[str]] = {}
+    owners: dict[int, torch.nn.Module] = {}
+    for _, owner, name, _ in flags:
+        names.setdefault(id(owner), set()).add(name)
+        owners[id(owner)] = owner
+    read: set[tuple[int, str]] = set()
+    swapped: list[tuple[torch.nn.Module, type]] = []
+    try:
+        for key, owner in owners.items():
+            cls = type(owner)
+            watched = frozenset(names[key])
+
+            def noted(self: Any, attr: str, _cls: Any = cls, _watched: frozenset[str] = watched) -> Any:
+                if attr in _watched:
+                    read.add((id(self), attr))
+                return _cls.__getattribute__(self, attr)
+
+            spec = {"__getattribute__": noted, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
+            try:
+                owner.__class__ = type(cls.__name__, (cls,), spec)
+            except TypeError:  # a layout the swap cannot take: every name counts as read
+                read.update((key, n) for n in watched)
+                continue
+            swapped.append((owner, cls))
+        try:
+            make().graph_module(module)
+        except Exception:
+            read.update((key, n) for key, ns in names.items() for n in ns)
+    finally:
+        for owner, cls in swapped:
+            owner.__class__ = cls
+    return read
 
 
 def _described(gm: torch.fx.GraphModule) -> list[tuple[str, str, str, str]]:

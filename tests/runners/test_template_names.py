@@ -15,12 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import torch
 
 from runners import verify
 from runners.generators.base import GeneratorDeclined
 from runners.generators.template import TemplateGenerator, Unsupported
 from runners.generators.template.ir import attribute_path, check_names, module_path, on_self
 from runners.pipeline import problems_for
+from tests.runners.test_template_reductions import _generate, _modules, fresh_python
 
 INJECTED = "scale) if print('injected') is None else float(0"
 
@@ -135,3 +137,21 @@ def test_the_names_modules_really_have_pass() -> None:
 def test_on_self_writes_attribute_paths_only(path: Any) -> None:
     with pytest.raises(Unsupported, match=r"^the trace names "):
         on_self(path)
+
+
+TANH_FIRST = """
+class M(nn.Module):
+    def forward(self, x):
+        return torch.tanh(x)
+"""
+
+
+@fresh_python
+def test_a_kernel_named_after_tanh_does_not_hide_the_tanh_helper(tmp_path):
+    """The kernel of ``tanh(x)`` is ``_tanh_kernel``, and its op ``_tanh``: that was the name of the
+    jitted helper the kernel's body calls, which the op then replaced (the launch failed)."""
+    source, name, _ = _generate(tmp_path, TANH_FIRST, "[torch.randn(4, 33)]")
+    _, new = _modules(source)
+    x = torch.randn(4, 33)
+    with torch.no_grad():
+        assert (new(x) - torch.tanh(x)).abs().max().item() < 1e-5, name

@@ -71,3 +71,39 @@ def test_a_setting_a_module_forged_never_becomes_code():
         read_guards({"settings": [{"path": "mode != 1 or print(1) or self.x", "value": True}]})
     with pytest.raises(Unsupported, match=r"the trace read self\.mode as"):
         read_guards({"settings": [{"path": "mode", "value": ["__import__('os')"]}]})
+
+
+TOGETHER = """
+class M(nn.Module):
+    def __init__(self, gate=False, residual=False):
+        super().__init__()
+        self.gate = gate
+        self.residual = residual
+        self.label = "block 3"
+
+    def forward(self, x):
+        y = torch.tanh(x)
+        if self.gate and self.residual:  # flipping either alone traces the same graph
+            y = y + x
+        return y
+"""
+
+
+@fresh_python
+def test_flags_that_matter_only_together_are_guarded_too(tmp_path):
+    """Traced with both flags False, flipping one at a time never changes the graph; an instance with
+    both True would run the traced computation (no residual), a wrong result never flagged. Forward
+    read ``self.gate``, so it is guarded; ``self.residual``, which forward never reached, is free:
+    while ``gate`` is False nothing depends on it. The label nothing reads stays free too."""
+    source, _, _ = _generate(tmp_path, TOGETHER, "[torch.randn(4, 33)]")
+    assert "if self.gate != False:" in source
+    assert "self.residual !=" not in source and "self.label !=" not in source
+    _, new = _modules(source)
+    x = torch.randn(4, 33)
+    with torch.no_grad():
+        assert (new(x) - torch.tanh(x)).abs().max().item() < 1e-5
+        new.residual = True  # free: the kernel runs, and is right
+        assert (new(x) - torch.tanh(x)).abs().max().item() < 1e-5
+        new.gate = True
+        with pytest.raises(NotImplementedError, match=r"specialised to self\.gate == False"):
+            new(x)

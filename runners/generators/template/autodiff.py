@@ -56,7 +56,7 @@ _UNARY_RULES: dict[str, Callable[[str, str, str], str]] = {
     "tl.sqrt": lambda g, a, v: f"({g}) * 0.5 / ({v})",
     "tl.rsqrt": lambda g, a, v: f"({g}) * -0.5 * ({v}) / ({a})",
     "tl.sigmoid": lambda g, a, v: f"({g}) * ({v}) * (1.0 - ({v}))",
-    "_tanh": lambda g, a, v: f"({g}) * (1.0 - ({v}) * ({v}))",
+    "_tanh_of": lambda g, a, v: f"({g}) * (1.0 - ({v}) * ({v}))",
     # d erf(a) / da = 2 / sqrt(pi) * exp(-a^2)
     "tl.erf": lambda g, a, v: f"({g}) * 1.1283791670955126 * tl.exp(-({a}) * ({a}))",
     "tl.abs": lambda g, a, v: f"tl.where(({a}) > 0, {g}, tl.where(({a}) < 0, -({g}), 0.0))",

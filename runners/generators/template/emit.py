@@ -3,7 +3,7 @@
 The forward kernel (elementwise, or one program per row), its launch settings (``_launch_config``:
 autotuned on CUDA, a plain launch under the Triton interpreter), its launch as a custom op with a
 fake for torch.compile, and the module's ``forward`` calling it. Also the text every generated module
-may hold (its imports, ``_result_dtype``, ``_tanh``, ``_custom_op``) and the small helpers for
+may hold (its imports, ``_result_dtype``, ``_tanh_of``, ``_custom_op``) and the small helpers for
 writing Python (``wrap``, ``fresh_local``), which the backward (``backward.py``), the matrix products
 (``products.py``) and the tables (``tables.py``) write with too.
 """
@@ -38,7 +38,7 @@ def _result_dtype(*dtypes):
 '''
 TANH = '''
 @triton.jit
-def _tanh(x):
+def _tanh_of(x):
     """tanh(x) = 2 * sigmoid(2x) - 1: triton.language has no tanh, and libdevice's skips the interpreter."""
     return 2.0 * tl.sigmoid(2.0 * x) - 1.0
 '''

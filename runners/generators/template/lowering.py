@@ -76,7 +76,7 @@ from runners.generators.template.ops import (
 # Names the kernels use for themselves: no value of the graph takes them.
 _KERNEL_NAMES = frozenset(
     """pid row cols offsets split_offsets mask n_cols n_elements out_ptr BLOCK_SIZE tl triton torch float
-    _tanh n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest half_cols partner_offsets row_mask ROWS
+    _tanh_of n_rows n_programs row_index d_out d_out_ptr N_BUCKET rest half_cols partner_offsets row_mask ROWS
     ROWS_BUCKET ROWS_NARROW index NARROW""".split()
 ) | {f"{name}_{d}" for name in ("coord", "size") for d in range(8)}
 # A size of an input as forward reads it (``x.shape[-1]``): what ``torch.arange`` may count to.
@@ -536,7 +536,7 @@ class Builder:
             raise self.fail(f"unsupported op {op} of a number")
         if _integer(a) and op not in _INTEGER_UNARY:
             raise self.fail(f"unsupported {op} of integer positions: cast them with .to() first")
-        self.kernel.uses_tanh |= "_tanh" in UNARY[op]
+        self.kernel.uses_tanh |= "_tanh_of" in UNARY[op]
         self.tag(op)
         return self.result(UNARY[op].format(a=self.floats([a])[0]), [a])
 

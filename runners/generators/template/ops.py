@@ -173,7 +173,7 @@ UNARY = {
     "sqrt": "tl.sqrt({a})",
     "rsqrt": "tl.rsqrt({a})",
     "sigmoid": "tl.sigmoid({a})",
-    "tanh": "_tanh({a})",
+    "tanh": "_tanh_of({a})",
     "relu": "tl.maximum({a}, 0.0)",
     "silu": "{a} * tl.sigmoid({a})",
     "gelu": "0.5 * {a} * (1.0 + tl.erf({a} * 0.7071067811865476))",  # 1 / sqrt(2)
@@ -184,9 +184,9 @@ UNARY = {
     # softplus with torch's defaults (beta 1, linear above 20), and mish = x * tanh(softplus(x));
     # exp of at most 20, so the branch where() leaves out never overflows (nor does its gradient)
     "softplus": "tl.where({a} > 20.0, {a}, tl.log(1.0 + tl.exp(tl.minimum({a}, 20.0))))",
-    "mish": "{a} * _tanh(tl.where({a} > 20.0, {a}, tl.log(1.0 + tl.exp(tl.minimum({a}, 20.0)))))",
+    "mish": "{a} * _tanh_of(tl.where({a} > 20.0, {a}, tl.log(1.0 + tl.exp(tl.minimum({a}, 20.0)))))",
     # sqrt(2 / pi) and the cubic coefficient of the tanh approximation
-    "gelu_tanh": "0.5 * {a} * (1.0 + _tanh(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
+    "gelu_tanh": "0.5 * {a} * (1.0 + _tanh_of(0.7978845608028654 * ({a} + 0.044715 * {a} * {a} * {a})))",
 }
 BINARY = {
     "add": "{a} + {b}",
