@@ -389,7 +389,7 @@ def _reads(
             spec = {"__getattribute__": noted, "__module__": cls.__module__, "__qualname__": cls.__qualname__}
             try:
                 owner.__class__ = type(cls.__name__, (cls,), spec)
-            except TypeError:  # a layout the swap cannot take: every name counts as read
+            except Exception:  # a layout the swap cannot take, a class refusing subclasses: all read
                 read.update((key, n) for n in watched)
                 continue
             swapped.append((owner, cls))

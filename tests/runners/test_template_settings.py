@@ -107,3 +107,30 @@ def test_flags_that_matter_only_together_are_guarded_too(tmp_path):
         new.gate = True
         with pytest.raises(NotImplementedError, match=r"specialised to self\.gate == False"):
             new(x)
+
+
+UNSWAPPABLE = """
+class M(nn.Module):
+    def __init_subclass__(cls, **kwargs):
+        raise ValueError("no subclasses of M")
+
+    def __init__(self, residual=True):
+        super().__init__()
+        self.residual = residual
+        self.label = "block 3"
+
+    def forward(self, x):
+        return torch.tanh(x) + x if self.residual else torch.tanh(x)
+"""
+
+
+@fresh_python
+def test_a_class_that_refuses_subclasses_has_every_flag_guarded(tmp_path):
+    """The reads are noted through a subclass; a class that refuses one still traces, and every flag
+    and string it holds counts as read (guarded), the label too."""
+    source, _, _ = _generate(tmp_path, UNSWAPPABLE, "[torch.randn(4, 33)]")
+    assert "if self.residual != True:" in source and "if self.label != 'block 3':" in source
+    _, new = _modules(source)
+    x = torch.randn(4, 33)
+    with torch.no_grad():
+        assert (new(x) - (torch.tanh(x) + x)).abs().max().item() < 1e-5
