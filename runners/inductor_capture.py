@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from runners import verify
+from runners import trace, verify
 from runners.generators.inductor import NEEDS_CUDA
 
 # Inductor settings for code a person can read and a fresh, private cache.
@@ -169,12 +169,7 @@ def _settings(module: torch.nn.Module) -> list[dict[str, Any]]:
     for prefix, sub in module.named_modules():
         if type(sub).__module__.startswith("torch."):
             continue
-        held: dict[str, Any] = {}
-        for cls in reversed(type(sub).__mro__):  # the user's classes, a subclass's values over its base's
-            if cls is not object and not cls.__module__.startswith("torch."):
-                held.update(vars(cls))
-        held.update(vars(sub))
-        for name, value in held.items():
+        for name, value in trace.held(sub).items():
             if name.startswith("_") or name == "training":
                 continue
             if isinstance(value, bool | int | float | str):

@@ -319,16 +319,21 @@ def _attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str
     for prefix, sub in module.named_modules():
         if prefix and tracer.is_leaf_module(sub, prefix):
             continue
-        names: dict[str, Any] = {}
-        for klass in reversed(type(sub).__mro__):
-            if klass is object or klass.__module__.startswith("torch."):
-                continue
-            names.update(vars(klass))
-        names.update(vars(sub))
-        for name, value in names.items():
+        for name, value in held(sub).items():
             if not name.startswith("_"):
                 out.append((f"{prefix}.{name}" if prefix else name, sub, name, value))
     return out
+
+
+def held(sub: torch.nn.Module) -> dict[str, Any]:
+    """What ``sub`` holds by name: its own attributes over its classes' (class attributes included,
+    a subclass's over its base's), torch's own classes left out."""
+    names: dict[str, Any] = {}
+    for klass in reversed(type(sub).__mro__):
+        if klass is not object and not klass.__module__.startswith("torch."):
+            names.update(vars(klass))
+    names.update(vars(sub))
+    return names
 
 
 def _numeric_attributes(module: torch.nn.Module) -> list[tuple[str, torch.nn.Module, str, Any]]:

@@ -155,9 +155,15 @@ def on_self(path: str) -> str:
     """``self.norm.eps``; ``self.get_submodule("blocks.0").eps`` inside containers (``blocks.0.eps``).
     ``Unsupported`` for anything but an attribute path (:func:`attribute_path`)."""
     owner, _, attr = attribute_path(path).rpartition(".")
-    if not owner or all(part.isidentifier() for part in owner.split(".")):
+    return f"{module_expr(owner)}.{attr}" if owner else f"self.{attr}"
+
+
+def module_expr(path: str) -> str:
+    """``self.norm``; ``self.get_submodule("blocks.0")`` inside containers. ``Unsupported`` for
+    anything but a module path (:func:`module_path`)."""
+    if all(part.isidentifier() for part in module_path(path).split(".")):
         return f"self.{path}"
-    return f'self.get_submodule("{owner}").{attr}'
+    return f'self.get_submodule("{path}")'
 
 
 _READ_DTYPES = frozenset(

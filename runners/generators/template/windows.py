@@ -36,7 +36,7 @@ from runners.generators.template.emit import (
     op_source,
     wrap,
 )
-from runners.generators.template.ir import Kernel, module_path, on_self, read_guards, require_direct
+from runners.generators.template.ir import Kernel, module_expr, on_self, read_guards, require_direct
 from runners.generators.template.ops import FLOAT_DTYPES, Unsupported
 from runners.source import class_parts
 
@@ -127,9 +127,7 @@ class _Call:
         if call["op"] == "call_module":
             if len(args) != 1 or call.get("kwargs"):
                 raise _fail(call, "unsupported arguments: only the input")
-            owner = module_path(call["target"])  # checked: names and container indices only
-            plain = all(part.isidentifier() for part in owner.split("."))
-            m = f"self.{owner}" if plain else f'self.get_submodule("{owner}")'
+            m = module_expr(call["target"])  # self.pool; self.get_submodule("features.3")
             self.window = [f"{m}.kernel_size", f"{m}.stride", f"{m}.padding"]
             self.count_pad = f"{m}.count_include_pad" if kind == "avg" else "True"
             self.checks = [(f"{m}.ceil_mode", "the kernel takes ceil_mode=False only")]
