@@ -542,8 +542,10 @@ def _forward(module: torch.nn.Module, r: RunRequest, cast: Any) -> dict[str, Any
 
 def reference_target(req: dict[str, Any]) -> dict[str, Any]:
     """The original alone on the family's call."""
+    from runners import tuning
     from runners.verify import BuiltModule
 
+    tuning.install(timed=True)
     r = RunRequest.from_dict(req)
     base = {"device": r.device, "file": r.file, "root": r.root, "class_name": r.class_name, "dtype": r.dtype}
     problem = BuiltModule(base, r.build)
@@ -552,8 +554,10 @@ def reference_target(req: dict[str, Any]) -> dict[str, Any]:
 
 def candidate_target(req: dict[str, Any]) -> dict[str, Any]:
     """The candidate alone on the family's call (built as ``runners.verify.evaluate`` builds it)."""
+    from runners import tuning
     from runners.verify import BuiltModule, load_candidate
 
+    tuning.install(timed=True)  # picked by time still, from one timed call a config
     problem = BuiltModule(req, req["build"])
     _, cand = load_candidate(req, problem)
     return _forward(cand, RunRequest.from_dict(req["judge"]), None)

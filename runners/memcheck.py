@@ -167,9 +167,10 @@ def target(req: dict[str, Any]) -> dict[str, Any]:
     discarded (the sanitizer's report is what counts); how many calls ran and their errors."""
     import torch
 
-    from runners import buffers, runner, verify
+    from runners import buffers, runner, tuning, verify
     from runners.protocol import RunRequest
 
+    tuning.install(timed=False)  # each config once: the sanitizer needs its accesses, not a timing
     problem = verify.BuiltModule(req, req["build"])
     _, cand = verify.load_candidate(req, problem)
     judged = RunRequest.from_dict(req["judge"])

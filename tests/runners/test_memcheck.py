@@ -172,14 +172,8 @@ def _stand_in(folder: Path, report: str, exit_status: str) -> Path:
     return script
 
 
-@pytest.mark.parametrize(("exit_status", "status"), [("86", "incorrect"), ("$rc", "passed")])
-def test_the_runner_runs_every_judge_call_under_the_wrapper(
-    judge, tmp_path, monkeypatch, exit_status, status
-):
-    report = REPORT if exit_status == "86" else "========= ERROR SUMMARY: 0 errors\n"
-    monkeypatch.setenv(memcheck.SANITIZER_ENV, str(_stand_in(tmp_path, report, exit_status)))
-    candidate = tmp_path / "candidate.py"
-    shutil.copy(HONEST, candidate)
+def _memory_check(judge: Judge, candidate: Path) -> tuple[memcheck.Outcome, int]:
+    """The memory check of ``candidate`` on the judge's calls, and how many calls those are."""
     req, readable = _request(judge, candidate)
     calls = judge.request("candidate", memcheck.LOG)
     got = memcheck.check(
@@ -190,13 +184,52 @@ def test_the_runner_runs_every_judge_call_under_the_wrapper(
         None,
         len(calls.calls),
     )
+    return got, len(calls.calls)
+
+
+@pytest.mark.parametrize(("exit_status", "status"), [("86", "incorrect"), ("$rc", "passed")])
+def test_the_runner_runs_every_judge_call_under_the_wrapper(
+    judge, tmp_path, monkeypatch, exit_status, status
+):
+    report = REPORT if exit_status == "86" else "========= ERROR SUMMARY: 0 errors\n"
+    monkeypatch.setenv(memcheck.SANITIZER_ENV, str(_stand_in(tmp_path, report, exit_status)))
+    candidate = tmp_path / "candidate.py"
+    shutil.copy(HONEST, candidate)
+    got, n = _memory_check(judge, candidate)
     assert got.status == status, got.text
     if status == "passed":
-        n = len(calls.calls)
         assert (
             got.text
             == f"memory check: compute-sanitizer memcheck found no invalid access in the judge's {n} calls"
         )
+
+
+# The candidate asks Triton's benchmarker to time a call, as the autotuner does at a new key: with
+# the stand-in the call runs once (twice when timed); with Triton's own, dozens of times (or, on a
+# machine without a GPU driver, not at all: it raises).
+ASKS_FOR_A_TIMING = """\
+import torch
+import triton.testing
+
+
+class ModelNew(torch.nn.Module):
+    def forward(self, x, y):
+        ran = []
+        triton.testing.do_bench(lambda: ran.append(1), quantiles=(0.5, 0.2, 0.8))
+        if len(ran) > 2:
+            raise RuntimeError(f"the benchmark ran the call {len(ran)} times")
+        return torch.relu(x + y)
+"""
+
+
+def test_the_memory_checks_runner_has_the_stand_in_before_the_candidate_loads(judge, tmp_path, monkeypatch):
+    """Triton's autotuner runs each config once under the sanitizer (runners/tuning.py)."""
+    report = "========= ERROR SUMMARY: 0 errors\n"
+    monkeypatch.setenv(memcheck.SANITIZER_ENV, str(_stand_in(tmp_path, report, "$rc")))
+    candidate = tmp_path / "candidate.py"
+    candidate.write_text(ASKS_FOR_A_TIMING)
+    got, _ = _memory_check(judge, candidate)
+    assert got.status == "passed", got.text
 
 
 # ---------------------------------------------------------------------------
@@ -278,6 +311,18 @@ def test_the_family_runs_the_original_once_and_compares_each_candidate(judge, tm
     finally:
         family.close()
     assert not any((judge.dir / name).exists() for name in (above_int32.INPUTS, above_int32.REFERENCE))
+
+
+def test_the_familys_runner_has_the_stand_in_before_the_candidate_loads(judge, tmp_path):
+    """A config picked from one timed call each, not dozens (runners/tuning.py)."""
+    family = above_int32.Family(judge, 120, 4096, ENV, None, limit=4096)
+    try:
+        candidate = tmp_path / "candidate.py"
+        candidate.write_text(ASKS_FOR_A_TIMING)
+        got = family.check(*_request(judge, candidate), tf32=False)
+        assert got == memcheck.Outcome("passed", above_int32.FAMILY), got
+    finally:
+        family.close()
 
 
 CANDIDATE_OOM = """\
