@@ -168,15 +168,20 @@ _KERNEL = """
 @triton.jit
 def {name}(
     x_ptr, out_ptr, n_out, H, W, OH, OW, SH, SW, PH, PW, N_BUCKET,
-    KH: tl.constexpr, KW: tl.constexpr, IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, BLOCK: tl.constexpr,
+    KH: tl.constexpr, KW: tl.constexpr, IS_MAX: tl.constexpr, COUNT_PAD: tl.constexpr, NARROW: tl.constexpr,
+    BLOCK: tl.constexpr,
 ):
     # Program pid owns BLOCK elements of the output [planes, OH, OW] (a plane: one sample's channel)
-    # and walks each one's window, unrolled.
+    # and walks each one's window, unrolled. Each element's coordinates are divided out of its offset:
+    # in 32 bits where every offset of the input and the output fits them (NARROW, set by the launch),
+    # since a 64-bit division is a subroutine call for every element; in 64 bits past 2^31 elements.
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_out
-    ow = offs % OW
-    oh = (offs // OW) % OH
-    plane = offs // OW // OH
+    index = offs.to(tl.int32) if NARROW else offs
+    rest = index // OW
+    ow = index - rest * OW
+    oh = rest % OH
+    plane = rest // OH
     h0 = oh * SH - PH
     w0 = ow * SW - PW
     base = x_ptr + plane * H * W
@@ -214,7 +219,7 @@ _LAUNCH = '''
     configs=[
         triton.Config({{"BLOCK": b}}, num_warps=w) for b, w in ((256, 2), (512, 4), (1024, 4), (1024, 8))
     ],
-    key=["N_BUCKET", "KH", "KW"],
+    key=["N_BUCKET", "KH", "KW", "NARROW"],
 )({name})
 
 
@@ -240,9 +245,10 @@ def _pool_window(x, kernel_size, stride, padding):
     return (*kernel, *step, *pad)
 
 
-def _pool_launch_config(n_out, on_cuda):
-    """(kernel, grid, settings) for one program per BLOCK elements of the output."""
-    bucket = {{"N_BUCKET": triton.next_power_of_2(n_out)}}
+def _pool_launch_config(n_in, n_out, on_cuda):
+    """(kernel, grid, settings) for one program per BLOCK elements of the output; NARROW where every
+    offset of the input and of the output (and a block past its end) fits 32 bits."""
+    bucket = {{"N_BUCKET": triton.next_power_of_2(n_out), "NARROW": max(n_in, n_out + 1024) < 2**31}}
     if on_cuda and isinstance({name}, triton.JITFunction):
         return {name}_autotuned, lambda meta: (triton.cdiv(n_out, meta["BLOCK"]),), bucket
     return {name}, (triton.cdiv(n_out, 1024),), {{**bucket, "BLOCK": 1024, "num_warps": 4}}
@@ -261,7 +267,7 @@ def _op(name: str, is_max: bool) -> tuple[str, str]:
         *prep,
         "    if out.numel() == 0:",
         "        return out",
-        "    kernel, grid, config = _pool_launch_config(out.numel(), x.is_cuda)",
+        "    kernel, grid, config = _pool_launch_config(x.numel(), out.numel(), x.is_cuda)",
         "    kernel[grid](",
         "        x, out, out.numel(), height, width, out_h, out_w, sh, sw, ph, pw,",
         f"        KH=kh, KW=kw, IS_MAX={is_max}, COUNT_PAD=count_pad, **config,",
