@@ -116,6 +116,7 @@ class Verdict:
     reason: str = ""
     errors: Errors = field(default_factory=Errors)
     families: list[str] = field(default_factory=list)  # checked
+    family_errors: dict[str, float] = field(default_factory=dict)  # family -> its largest abs error
     skipped: dict[str, str] = field(default_factory=dict)  # family -> why the original rules it out
     training_checked: bool = False
     # Timing, once checked: eager and torch.compile from the reference runner, the candidate's own.
@@ -645,7 +646,9 @@ class Judge:
                 if t.device != torch.device(self.device).type:
                     raise Mismatch(f"{where}: output {i} is on {t.device}, the inputs on {self.device}")
             got = self._tensors(blob, cand.outputs)
-            verdict.errors.add(compare(got, ref64, native, where, tf32, self.device, self.table))
+            errors = compare(got, ref64, native, where, tf32, self.device, self.table)
+            verdict.errors.add(errors)
+            verdict.family_errors[p.family] = max(verdict.family_errors.get(p.family, 0.0), errors.max_abs)
             self._check_inputs_after(p, ref, cand, blob, where)
             if p.call.grad:
                 self._check_gradients(p, ref, cand, blob, tf32, verdict.skipped)

@@ -810,6 +810,9 @@ def evaluate_candidate(
                 "skipped": verdict.skipped,
                 "max_abs_error": verdict.errors.max_abs,
                 "max_rel_error": verdict.errors.max_rel,
+                # Which family the largest came from: one where the original itself is least exact
+                # (large magnitudes, say) tells a reader something else than the normal family.
+                "max_abs_error_by_family": verdict.family_errors,
                 **({"clock": verdict.clock} if verdict.clock else {}),
                 **({"training_clock": training_clock} if training_clock else {}),
             },

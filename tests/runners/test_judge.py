@@ -109,6 +109,8 @@ def test_honest_controls_stay_correct_on_every_family(verdicts, suite):
     )
     assert ok["training"] == "original path (no backward kernel yet)"
     assert ok["max_abs_error"] == judged["max_abs_error"]  # the judge's figure, not the runner's
+    by_family = judged["max_abs_error_by_family"]  # and which family it came from
+    assert set(by_family) == set(judged["families"]) and max(by_family.values()) == judged["max_abs_error"]
 
 
 def test_every_file_in_the_suite_has_an_expectation():
