@@ -138,6 +138,31 @@ def test_rotary_tables_are_one_kernel_storing_both(tmp_path):
     assert "        self.rope_type = config.rope_type" in source
 
 
+def test_rows_and_columns_are_divided_in_32_bits_where_every_offset_fits(tmp_path):
+    """Each element's row and column come from dividing its offset: in 64 bits a subroutine call for
+    every element, so in 32 where every offset (and a block past them) fits (NARROW, set by the
+    launch); past 2^31 elements the 64-bit code still runs. Both compile for an H100/H200."""
+    from tests.cuda_compile import compile_for_cuda
+    from tests.runners.test_template_reductions import assert_narrow_below_2_31
+
+    problem, graph = _problem(tmp_path, "RotaryEmbedding")
+    source, name = tables.render_module(problem, graph)
+    path = tmp_path / "generated.py"
+    source = "from __future__ import annotations\n" + source  # RopeConfig, an annotation, is the original's
+    path.write_text(source, encoding="utf-8")
+    namespace: dict[str, Any] = {}
+    exec(compile(source, str(path), "exec"), namespace)
+    assert_narrow_below_2_31(namespace["_launch_config"])
+    narrow, wide = (
+        compile_for_cuda(path, name, {"BLOCK_SIZE": 1024, "NARROW": flag}, floats=("attention_scaling",))
+        for flag in (True, False)
+    )
+    assert narrow["ok"] and wide["ok"], (narrow, wide)
+    # (More instructions in 32 bits here: each division is written out inline, where the 64-bit one
+    # is a call to one subroutine, counted once but run for every element.)
+    assert narrow["calls"] == 0 < wide["calls"], (narrow, wide)
+
+
 def test_two_different_halves_are_a_select_on_the_column(tmp_path):
     problem, graph = _problem(tmp_path, "Interleaved")
     source, name = tables.render_module(problem, graph)

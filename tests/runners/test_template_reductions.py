@@ -54,6 +54,14 @@ def _generate(tmp_path: Path, body: str, inputs: str, init: str = "[]") -> tuple
     return text + "\n\n" + source, name, backward
 
 
+def assert_narrow_below_2_31(launch: Any) -> None:
+    """An elementwise launch helper sets NARROW (32-bit offsets) where every offset and a block of
+    8192 past them fit 32 bits, and only there."""
+    assert launch(100, False)[2]["NARROW"] is True
+    assert launch(2**31 - 8193, False)[2]["NARROW"] is True
+    assert launch(2**31 - 8192, False)[2]["NARROW"] is False
+
+
 def _modules(source: str, init: tuple[Any, ...] = ()) -> tuple[torch.nn.Module, torch.nn.Module]:
     """(the original, the generated module) with the same state."""
     original: dict[str, Any] = {}
@@ -435,10 +443,7 @@ def test_elementwise_kernels_divide_offsets_in_32_bits_where_every_offset_fits(
     path.write_text(source, encoding="utf-8")
     namespace: dict[str, Any] = {}
     exec(compile(source, str(path), "exec"), namespace)
-    launch = namespace["_launch_config"]
-    assert launch(100, False)[2]["NARROW"] is True
-    assert launch(2**31 - 8193, False)[2]["NARROW"] is True
-    assert launch(2**31 - 8192, False)[2]["NARROW"] is False
+    assert_narrow_below_2_31(namespace["_launch_config"])
     assert namespace["_bwd_launch_config"](2**31)[1]["NARROW"] is False
     for kernel in (name, backward):
         narrow, wide = (

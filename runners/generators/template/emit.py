@@ -409,10 +409,10 @@ def with_narrow(text: str, narrow: bool) -> str:
     return text.replace("{narrow}", ', "NARROW": narrow' if narrow else "")
 
 
-def plain_pointwise_launch(name: str) -> str:
-    """The elementwise launch helper for a kernel that takes no NARROW (one whose offsets are divided
-    by its own code, as the rotary tables' kernel does)."""
-    return with_narrow(POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name), False) + "\n"
+def narrow_pointwise_launch(name: str) -> str:
+    """The elementwise launch helper for a kernel that divides its offsets by its own code and takes
+    NARROW for it (as the rotary tables' kernel does)."""
+    return with_narrow(POINTWISE_LAUNCH.strip("\n").replace("{kernel}", name), True) + "\n"
 
 
 def narrow(kernel: Kernel) -> bool:

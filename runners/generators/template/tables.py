@@ -41,8 +41,8 @@ from runners.generators.template.emit import (
     TANH,
     fresh_local,
     guard_lines,
+    narrow_pointwise_launch,
     op_source,
-    plain_pointwise_launch,
     wrap,
 )
 from runners.generators.template.ir import (
@@ -252,14 +252,18 @@ def render_kernel(kernel: Kernel, results: list[Value], name: str) -> str:
     pointers = list(dict.fromkeys(load.ptr for load in kernel.loads))
     outs = [f"out{i}_ptr" for i in range(len(results))]
     scalars = [a for a, _ in kernel.scalars]
-    params = [*pointers, *outs, "n_elements", "n_cols", *scalars, "N_BUCKET", "BLOCK_SIZE: tl.constexpr"]
+    params = [*pointers, *outs, "n_elements", "n_cols", *scalars, "N_BUCKET", "NARROW: tl.constexpr"]
+    params.append("BLOCK_SIZE: tl.constexpr")
     lines = ["@triton.jit", *wrap(f"def {name}", params, tail=":")]
     body = [
         "pid = tl.program_id(0).to(tl.int64)",
         "offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)",
         "mask = offsets < n_elements",
-        "rows = offsets // n_cols",
-        "cols = offsets % n_cols",
+        "# Each element's row and column in 32 bits where every offset fits them (NARROW, set by the",
+        "# launch): a 64-bit division is a subroutine call for every element.",
+        "index = offsets.to(tl.int32) if NARROW else offsets",
+        "rows = index // n_cols",
+        "cols = index - rows * n_cols",
         "half = n_cols // 2",
     ]
     for load in kernel.loads:
@@ -346,7 +350,7 @@ def render_module(problem: Problem, trace: dict[str, Any]) -> tuple[str, str]:
     builder.build()
     kernel, results = builder.kernel, builder.results
     name = _kernel_name(kernel)
-    launch = plain_pointwise_launch(name)
+    launch = narrow_pointwise_launch(name)
     op, op_name, args = render_op(kernel, results, name)
     signature_args = {
         n.arg for n in ast.walk(pyast.parse(f"def f({parts.signature}): pass")) if isinstance(n, ast.arg)
