@@ -505,6 +505,23 @@ def test_a_column_sum_matches_torch_with_its_gradient(tmp_path):
         new(torch.randn(3, 4, 5))
 
 
+def test_a_column_sums_backward_divides_in_32_bits_where_every_offset_fits(tmp_path):
+    """Each gradient element's column is its offset modulo the columns: in 32 bits where every
+    offset fits them (NARROW, set by the op), without the 64-bit modulo's subroutine call."""
+    from tests.cuda_compile import compile_for_cuda
+
+    source, _, backward = _generate(tmp_path, COLUMN.format(expr="x.sum(dim=0)"), "[torch.randn(48, 40)]")
+    assert backward is not None
+    assert "    narrow = n_elements + block_size < 2**31" in source and "NARROW=narrow" in source
+    path = tmp_path / "generated.py"
+    path.write_text(source, encoding="utf-8")
+    narrow, wide = (
+        compile_for_cuda(path, backward, {"BLOCK_SIZE": 1024, "NARROW": flag}) for flag in (True, False)
+    )
+    assert narrow["ok"] and wide["ok"], (narrow, wide)
+    assert narrow["calls"] == 0 < wide["calls"], (narrow, wide)
+
+
 _COLUMN_SPELLINGS = [
     ("x.sum(-2)", "_column_sum_fwd_kernel"),
     ("torch.sum(x, dim=[0], keepdim=True)", "_column_sum_fwd_kernel"),

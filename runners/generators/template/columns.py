@@ -160,12 +160,17 @@ def {name}(
 """
 _BACKWARD_KERNEL = """
 @triton.jit
-def {backward}(d_out_ptr, d_x_ptr, n_elements, n_rows, n_cols, BLOCK_SIZE: tl.constexpr):
+def {backward}(
+    d_out_ptr, d_x_ptr, n_elements, n_rows, n_cols, NARROW: tl.constexpr, BLOCK_SIZE: tl.constexpr,
+):
     # The gradient of a column {op} is the upstream gradient of each column, on every row{per_row}.
+    # Each element's column in 32 bits where every offset fits them (NARROW, set by the launch): a
+    # 64-bit modulo is a subroutine call for every element.
     pid = tl.program_id(0).to(tl.int64)
     offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
     mask = offsets < n_elements
-    d = tl.load(d_out_ptr + offsets % n_cols, mask=mask, other=0.0).to(tl.float32){scale}
+    index = offsets.to(tl.int32) if NARROW else offsets
+    d = tl.load(d_out_ptr + index % n_cols, mask=mask, other=0.0).to(tl.float32){scale}
     tl.store(d_x_ptr + offsets, d.to(d_x_ptr.dtype.element_ty), mask=mask)
 """
 
@@ -260,7 +265,10 @@ def _ops(op: str, keepdim: bool, name: str, backward: str) -> tuple[str, str, st
         "    n_elements = d_x.numel()",
         "    block_size = 1024",
         "    grid = (triton.cdiv(n_elements, block_size),)",
-        f"    {backward}[grid](d_out, d_x, n_elements, n_rows, n_cols, BLOCK_SIZE=block_size, num_warps=4)",
+        "    narrow = n_elements + block_size < 2**31  # every offset (and a block past them) in 32 bits",
+        f"    {backward}[grid](",
+        "        d_out, d_x, n_elements, n_rows, n_cols, NARROW=narrow, BLOCK_SIZE=block_size, num_warps=4",
+        "    )",
         "    return d_x",
     ]
     backward_fake = [
