@@ -123,7 +123,13 @@ def test_every_file_in_the_suite_has_an_expectation():
     }
     listed |= {
         ("memcheck_cuda", n)
-        for n in ("ok.py", "tail_store_by_tile.py", "unmasked_tail_store.py", "int32_offsets.py")
+        for n in (
+            "ok.py",
+            "tail_store_by_tile.py",
+            "bad_tile_second_config.py",
+            "unmasked_tail_store.py",
+            "int32_offsets.py",
+        )
     }
     listed |= {("timing_norm", n) for n in ("ok.py", "memo_scale_invariant.py")}
     # Caught by the runner's own interpreter bounds check: tests/runners/test_memcheck.py.
